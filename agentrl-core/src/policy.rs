@@ -1,0 +1,109 @@
+//! The policy contract: batched, async generation over token ids.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+
+/// Token id type used throughout AgentRL.
+pub type TokenId = u32;
+
+/// How to sample: low temperature to decide, higher to explore.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SamplingParams {
+    /// Softmax temperature; `0` means greedy.
+    pub temperature: f32,
+    /// Nucleus sampling mass in `(0, 1]`; `1` disables it.
+    pub top_p: f32,
+    /// Keep only the `top_k` most likely tokens; `0` disables it.
+    pub top_k: usize,
+    /// Maximum number of tokens to generate.
+    pub max_new_tokens: usize,
+    /// Generation stops after any of these ids (the stop id is kept in the output).
+    pub stop_ids: Vec<TokenId>,
+    /// Seed for reproducible sampling; `None` draws from the backend's generator.
+    pub seed: Option<u64>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            max_new_tokens: 64,
+            stop_ids: Vec::new(),
+            seed: None,
+        }
+    }
+}
+
+impl SamplingParams {
+    /// Greedy decoding (temperature 0), as used for evaluation.
+    pub fn greedy(max_new_tokens: usize) -> Self {
+        SamplingParams {
+            temperature: 0.0,
+            max_new_tokens,
+            ..Self::default()
+        }
+    }
+
+    /// Checks that the values make sense; the error names the bad field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(crate::Error::Config(format!("sampling params: {m}")));
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return bad(format!("temperature must be >= 0, got {}", self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad(format!("top_p must be in (0, 1], got {}", self.top_p));
+        }
+        if self.max_new_tokens == 0 {
+            return bad("max_new_tokens must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// One prompt to continue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenerationRequest {
+    /// The exact prompt token ids.
+    pub prompt_ids: Vec<TokenId>,
+    /// How to sample.
+    pub params: SamplingParams,
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishReason {
+    /// A stop id was produced.
+    Stop,
+    /// `max_new_tokens` (or the model's context) was reached.
+    Length,
+}
+
+/// What the policy produced for one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Generation {
+    /// Generated token ids (including the stop id when finish is `Stop`).
+    pub ids: Vec<TokenId>,
+    /// Sampling log-probability of each generated id, under the sampling distribution's model
+    /// (temperature-free logits), aligned with `ids`.
+    pub logprobs: Vec<f32>,
+    /// Why it ended.
+    pub finish: FinishReason,
+    /// Version of the weights that produced it.
+    pub policy_version: u64,
+}
+
+/// A language model that continues token sequences, many at a time.
+#[async_trait]
+pub trait Policy: Send + Sync {
+    /// Continues every request; the output is aligned with the input.
+    async fn generate(&self, requests: Vec<GenerationRequest>) -> Result<Vec<Generation>>;
+
+    /// The version of the weights currently used for generation.
+    fn version(&self) -> u64;
+}

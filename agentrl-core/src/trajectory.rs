@@ -1,0 +1,207 @@
+//! Token-exact records of episodes, and their JSONL form.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, FinishReason, Message, Result, Split, TokenId};
+
+/// How an episode ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The env reached a terminal state.
+    Completed,
+    /// The turn or token limit cut the episode short.
+    Truncated,
+    /// The episode ended on an action the env could not accept.
+    InvalidAction,
+    /// The env failed.
+    EnvError,
+    /// The episode was cancelled.
+    Cancelled,
+}
+
+/// One policy turn: the tokens injected before it, then the tokens the policy generated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Turn {
+    /// Ids added by the env and chat template since the previous turn's generation
+    /// (the whole prompt for the first turn). Never trained on.
+    pub injected_ids: Vec<TokenId>,
+    /// Ids the policy generated in this turn, exactly as sampled.
+    pub generated_ids: Vec<TokenId>,
+    /// Sampling log-probability of each generated id.
+    pub logprobs: Vec<f32>,
+    /// Weights version that generated this turn.
+    pub policy_version: u64,
+    /// Which policy generated this turn, when several are mixed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_name: Option<String>,
+    /// Why generation ended.
+    pub finish: FinishReason,
+    /// Env reward of the step this turn caused.
+    pub reward: f64,
+    /// Set when the env rejected this turn's action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalid_action: Option<String>,
+}
+
+/// A whole episode, token in / token out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trajectory {
+    /// Env id.
+    pub env_id: String,
+    /// Task id within the env.
+    pub task_id: String,
+    /// Split of the task.
+    pub split: Split,
+    /// Rollouts of the same task in the same batch share a group id.
+    pub group_id: u64,
+    /// The conversation as messages (initial observation, actions, env replies).
+    pub messages: Vec<Message>,
+    /// Policy turns with their exact tokens.
+    pub turns: Vec<Turn>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Whether the env judged the task solved.
+    #[serde(default)]
+    pub success: bool,
+    /// Graded score from the env, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+    /// Tool calls executed over the episode.
+    #[serde(default)]
+    pub tool_calls: u32,
+    /// Tool calls that returned errors.
+    #[serde(default)]
+    pub tool_errors: u32,
+    /// Reward used for training (set by the reward composer).
+    #[serde(default)]
+    pub reward: f64,
+    /// Named parts of `reward`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reward_parts: BTreeMap<String, f64>,
+}
+
+impl Trajectory {
+    /// All token ids of the episode in order: injected and generated, turn by turn.
+    pub fn token_ids(&self) -> Vec<TokenId> {
+        let mut ids = Vec::with_capacity(self.num_tokens());
+        for t in &self.turns {
+            ids.extend_from_slice(&t.injected_ids);
+            ids.extend_from_slice(&t.generated_ids);
+        }
+        ids
+    }
+
+    /// Total number of tokens.
+    pub fn num_tokens(&self) -> usize {
+        self.turns
+            .iter()
+            .map(|t| t.injected_ids.len() + t.generated_ids.len())
+            .sum()
+    }
+
+    /// Number of policy-generated tokens.
+    pub fn num_generated(&self) -> usize {
+        self.turns.iter().map(|t| t.generated_ids.len()).sum()
+    }
+
+    /// Loss mask aligned with [`Trajectory::token_ids`]: 1 on policy tokens, 0 elsewhere.
+    pub fn loss_mask(&self) -> Vec<f32> {
+        let mut mask = Vec::with_capacity(self.num_tokens());
+        for t in &self.turns {
+            mask.extend(std::iter::repeat_n(0.0, t.injected_ids.len()));
+            mask.extend(std::iter::repeat_n(1.0, t.generated_ids.len()));
+        }
+        mask
+    }
+
+    /// Sampling logprobs aligned with [`Trajectory::token_ids`] (0 on injected tokens).
+    pub fn sampling_logprobs(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.num_tokens());
+        for t in &self.turns {
+            out.extend(std::iter::repeat_n(0.0, t.injected_ids.len()));
+            out.extend_from_slice(&t.logprobs);
+        }
+        out
+    }
+
+    /// Oldest policy version that contributed a turn (0 for an empty trajectory).
+    pub fn min_policy_version(&self) -> u64 {
+        self.turns
+            .iter()
+            .map(|t| t.policy_version)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Number of turns whose action the env rejected.
+    pub fn invalid_actions(&self) -> usize {
+        self.turns
+            .iter()
+            .filter(|t| t.invalid_action.is_some())
+            .count()
+    }
+
+    /// Text of the last assistant message without tool calls (the final answer), if any.
+    pub fn final_answer(&self) -> Option<&str> {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == crate::Role::Assistant)
+            .filter(|m| m.tool_calls.is_empty())
+            .and_then(|m| m.content.as_deref())
+    }
+}
+
+/// A line of a JSONL file that could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadLine {
+    /// 1-based line number.
+    pub line: usize,
+    /// What was wrong with it.
+    pub message: String,
+}
+
+/// Writes trajectories as JSON lines (appends when `append` is true).
+pub fn write_jsonl(path: &Path, trajectories: &[Trajectory], append: bool) -> Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(path)
+        .map_err(|e| Error::io("opening", path, e))?;
+    let mut out = std::io::BufWriter::new(file);
+    for t in trajectories {
+        serde_json::to_writer(&mut out, t)
+            .map_err(|e| Error::json(format!("trajectory for {}", path.display()), e))?;
+        out.write_all(b"\n")
+            .map_err(|e| Error::io("writing", path, e))?;
+    }
+    out.flush().map_err(|e| Error::io("writing", path, e))
+}
+
+/// Reads trajectories from a JSONL file; broken lines are reported with their number and skipped.
+pub fn read_jsonl(path: &Path) -> Result<(Vec<Trajectory>, Vec<BadLine>)> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io("opening", path, e))?;
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| Error::io("reading", path, e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Trajectory>(&line) {
+            Ok(t) => good.push(t),
+            Err(e) => bad.push(BadLine {
+                line: i + 1,
+                message: format!("{}:{}: {e}", path.display(), i + 1),
+            }),
+        }
+    }
+    Ok((good, bad))
+}
