@@ -1,1 +1,35 @@
-//! placeholder
+//! # agentrl-env
+//!
+//! Environments for training LLM agents with RL: each env comes as an [`EnvFactory`] that
+//! makes deterministic train/test [`Task`](agentrl_core::Task)s, fresh sessions implementing
+//! [`Env`](agentrl_core::Env) (already wrapped in a [`TurnLimit`]) and a correct reference
+//! [`Solver`]. Factories are found by id with [`lookup`]; [`run_solver_episode`] plays a
+//! scripted agent through an episode, e.g. to check an env or record demonstrations.
+//!
+//! The envs:
+//! - [`arith_calc`] (`arith-calc`): compute a short integer expression with a calculator tool.
+//!
+//! ```
+//! use agentrl_core::Split;
+//! use agentrl_env::{lookup, run_solver_episode};
+//!
+//! let factory = lookup("arith-calc")?;
+//! let task = factory.task(Split::Test, 0);
+//! let mut expert = factory.solver(0);
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let episode = runtime.block_on(run_solver_episode(&*factory, &mut *expert, &task))?;
+//! assert!(episode.success);
+//! assert_eq!(episode.steps, 2); // one calculator call, then the answer
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod answer;
+pub mod arith_calc;
+pub mod registry;
+pub mod wrappers;
+
+pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
+pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
+pub use wrappers::TurnLimit;
