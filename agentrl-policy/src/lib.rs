@@ -1,1 +1,40 @@
-//! placeholder
+//! # agentrl-policy
+//!
+//! Everything between chat messages and a language model: a byte-level [`ByteTokenizer`] with
+//! special tokens for roles and tool calls, the [`ChatFormat`] trait with the compact
+//! [`TinyChatFormat`] (render prompts, parse generations into assistant messages and tool calls,
+//! token-exact across turns), token sampling, and — with the default `tch` feature — the
+//! [`TinyGpt`] transformer and [`TchPolicy`], a batched async [`agentrl_core::Policy`].
+//!
+//! ```
+//! use agentrl_core::{Message, ToolCall};
+//! use agentrl_policy::{ChatFormat, TinyChatFormat};
+//!
+//! let fmt = TinyChatFormat::new();
+//! let prompt = fmt.render_prompt(&[Message::user("Compute 6*7")], &[]);
+//! let call = ToolCall::new("c0", "calculator", &serde_json::json!({"expression": "6*7"}));
+//! let action = Message::assistant_tool_calls(None, vec![call]);
+//! let generated = fmt.render_assistant(&action);
+//! let parsed = fmt.parse_assistant(&generated, "c");
+//! assert_eq!(parsed.error, None);
+//! assert_eq!(parsed.message.tool_calls[0].function.name, "calculator");
+//! assert!(!prompt.is_empty());
+//! ```
+
+pub mod chat;
+pub mod sampling;
+pub mod tokenizer;
+
+#[cfg(feature = "tch")]
+pub mod gpt;
+#[cfg(feature = "tch")]
+pub mod tch_policy;
+
+pub use chat::{ChatFormat, ParsedAction, TinyChatFormat};
+pub use sampling::sample_token;
+pub use tokenizer::{ByteTokenizer, SPECIAL_TOKENS, SpecialIds};
+
+#[cfg(feature = "tch")]
+pub use gpt::{GptConfig, TinyGpt};
+#[cfg(feature = "tch")]
+pub use tch_policy::{NamedWeights, TchPolicy, snapshot_weights};

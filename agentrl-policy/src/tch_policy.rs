@@ -1,0 +1,232 @@
+//! [`TchPolicy`]: a tch model on its own thread, serving batched generation to async callers.
+//!
+//! Every `generate` call from any task is queued; the model thread takes everything waiting
+//! (up to `max_batch` rows) and runs it as one batch, so concurrent env sessions share forward
+//! passes. Weights are replaced in place by [`TchPolicy::set_weights`] between batches.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use agentrl_core::{Error, Generation, GenerationRequest, Policy, Result, SeededRng};
+use async_trait::async_trait;
+use tch::{Tensor, nn};
+use tokio::sync::oneshot;
+
+use crate::gpt::TinyGpt;
+
+/// Named weight tensors, as produced by [`snapshot_weights`].
+pub type NamedWeights = Vec<(String, Tensor)>;
+
+enum Command {
+    Generate(Vec<GenerationRequest>, oneshot::Sender<Result<Vec<Generation>>>),
+    SetWeights(NamedWeights, u64, oneshot::Sender<Result<()>>),
+}
+
+/// A handle to a model thread; cheap to clone.
+#[derive(Clone)]
+pub struct TchPolicy {
+    tx: mpsc::Sender<Command>,
+    version: Arc<AtomicU64>,
+    batches: Arc<AtomicU64>,
+}
+
+/// Deep copies of all variables of `vs`, for sending to a [`TchPolicy`] or saving.
+pub fn snapshot_weights(vs: &nn::VarStore) -> NamedWeights {
+    tch::no_grad(|| {
+        let mut named: NamedWeights = vs
+            .variables()
+            .into_iter()
+            .map(|(name, t)| (name, t.detach().copy()))
+            .collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        named
+    })
+}
+
+impl TchPolicy {
+    /// Starts the model thread. `max_batch` bounds the rows of one forward batch; `seed` seeds
+    /// the sampling streams of requests that bring no seed of their own.
+    pub fn spawn(vs: nn::VarStore, model: TinyGpt, max_batch: usize, seed: u64) -> Result<Self> {
+        let (tx, rx) = mpsc::channel::<Command>();
+        let version = Arc::new(AtomicU64::new(0));
+        let batches = Arc::new(AtomicU64::new(0));
+        let v = version.clone();
+        let nb = batches.clone();
+        std::thread::Builder::new()
+            .name("agentrl-policy".into())
+            .spawn(move || model_thread(vs, model, rx, v, nb, max_batch.max(1), seed))
+            .map_err(|e| Error::Policy(format!("could not start the model thread: {e}")))?;
+        Ok(TchPolicy {
+            tx,
+            version,
+            batches,
+        })
+    }
+
+    /// Replaces the weights (matched by name) and sets the policy version.
+    pub async fn set_weights(&self, weights: NamedWeights, version: u64) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::SetWeights(weights, version, tx))
+            .map_err(|_| Error::Policy("the model thread has stopped".into()))?;
+        rx.await
+            .map_err(|_| Error::Policy("the model thread dropped a weight update".into()))?
+    }
+
+    /// Number of forward batches run so far (for metrics and tests of batching).
+    pub fn batches_run(&self) -> u64 {
+        self.batches.load(Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl Policy for TchPolicy {
+    async fn generate(&self, requests: Vec<GenerationRequest>) -> Result<Vec<Generation>> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Command::Generate(requests, tx))
+            .map_err(|_| Error::Policy("the model thread has stopped".into()))?;
+        rx.await
+            .map_err(|_| Error::Policy("the model thread dropped a request".into()))?
+    }
+
+    fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+}
+
+fn apply_weights(vs: &nn::VarStore, weights: &NamedWeights) -> Result<()> {
+    let vars = vs.variables();
+    tch::no_grad(|| {
+        for (name, src) in weights {
+            let mut dst = vars
+                .get(name)
+                .ok_or_else(|| Error::Policy(format!("weight update has unknown tensor `{name}`")))?
+                .shallow_clone();
+            if dst.size() != src.size() {
+                return Err(Error::Policy(format!(
+                    "weight `{name}` has shape {:?}, the model expects {:?}",
+                    src.size(),
+                    dst.size()
+                )));
+            }
+            dst.f_copy_(src)
+                .map_err(|e| Error::Policy(format!("copying weight `{name}`: {e}")))?;
+        }
+        Ok(())
+    })
+}
+
+fn model_thread(
+    vs: nn::VarStore,
+    model: TinyGpt,
+    rx: mpsc::Receiver<Command>,
+    version: Arc<AtomicU64>,
+    batches: Arc<AtomicU64>,
+    max_batch: usize,
+    seed: u64,
+) {
+    let mut seeds = SeededRng::new(seed);
+    let mut pending: Option<Command> = None;
+    loop {
+        let first = match pending.take() {
+            Some(c) => c,
+            None => match rx.recv() {
+                Ok(c) => c,
+                Err(_) => return,
+            },
+        };
+        match first {
+            Command::SetWeights(w, v, reply) => {
+                let r = apply_weights(&vs, &w);
+                if r.is_ok() {
+                    version.store(v, Ordering::Release);
+                }
+                let _ = reply.send(r);
+            }
+            Command::Generate(reqs, reply) => {
+                let mut jobs = vec![(reqs, reply)];
+                let mut rows: usize = jobs[0].0.len();
+                // Wait a moment for other sessions' requests, so they share this batch.
+                let deadline = std::time::Instant::now() + GATHER_WINDOW;
+                while rows < max_batch {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    match rx.recv_timeout(left) {
+                        Ok(Command::Generate(r, tx)) => {
+                            rows += r.len();
+                            jobs.push((r, tx));
+                        }
+                        Ok(other) => {
+                            pending = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                run_batch(&model, jobs, &version, &mut seeds);
+                batches.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// How long the model thread waits for more requests before running a batch.
+const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
+
+type Job = (
+    Vec<GenerationRequest>,
+    oneshot::Sender<Result<Vec<Generation>>>,
+);
+
+fn run_batch(model: &TinyGpt, jobs: Vec<Job>, version: &AtomicU64, seeds: &mut SeededRng) {
+    let mut prompts = Vec::new();
+    let mut params = Vec::new();
+    let mut rngs = Vec::new();
+    for (reqs, _) in &jobs {
+        for r in reqs {
+            prompts.push(r.prompt_ids.clone());
+            rngs.push(match r.params.seed {
+                Some(s) => SeededRng::new(s),
+                None => SeededRng::new(seeds.next_u64()),
+            });
+            params.push(r.params.clone());
+        }
+    }
+    let v = version.load(Ordering::Acquire);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        model.generate(&prompts, &params, &mut rngs, v)
+    }))
+    .unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(Error::Policy(format!("generation failed inside libtorch: {what}")))
+    });
+    match result {
+        Ok(all) => {
+            let mut it = all.into_iter();
+            for (reqs, reply) in jobs {
+                let mine: Vec<Generation> = it.by_ref().take(reqs.len()).collect();
+                let _ = reply.send(Ok(mine));
+            }
+        }
+        Err(e) if jobs.len() == 1 => {
+            for (_, reply) in jobs {
+                let _ = reply.send(Err(e));
+                break;
+            }
+        }
+        Err(_) => {
+            // One job's bad input must not fail the others: retry each job alone.
+            for (reqs, reply) in jobs {
+                run_batch(model, vec![(reqs, reply)], version, seeds);
+            }
+        }
+    }
+}
