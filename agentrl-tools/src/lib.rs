@@ -1,1 +1,26 @@
-//! placeholder
+//! # agentrl-tools
+//!
+//! Tools an AgentRL agent can call, and the [`ToolBox`] that sits between the model and them:
+//! it validates each call's JSON arguments against the tool's schema (compiled once), runs the
+//! tool under a time limit, truncates long output and turns every failure into a `tool` message
+//! the model can read, flagging the model's own mistakes as invalid actions.
+//!
+//! ```
+//! use agentrl_core::{ToolCall, ToolContext};
+//! use agentrl_tools::{Calculator, ToolBox, ToolLimits, evaluate};
+//!
+//! assert_eq!(evaluate("-3*-(2+1)").unwrap().to_string(), "9");
+//!
+//! let toolbox = ToolBox::new(ToolLimits::default()).with(Calculator).unwrap();
+//! let call = ToolCall::new("call_1", "calculator", &serde_json::json!({"expression": "1/8"}));
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+//! let outcome = rt.block_on(toolbox.dispatch(&call, &ToolContext::default()));
+//! assert_eq!(outcome.message.text(), "0.125");
+//! assert!(outcome.error.is_none());
+//! ```
+
+pub mod calculator;
+pub mod toolbox;
+
+pub use calculator::{CalcError, Calculator, Number, evaluate};
+pub use toolbox::{ToolBox, ToolLimits, ToolOutcome};
