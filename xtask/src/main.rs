@@ -1,1 +1,423 @@
-fn main() {}
+//! `cargo xtask`: project automation for AgentRL (libtorch setup, tests, the demo, benchmarks).
+
+mod libtorch;
+
+use std::env;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Instant;
+
+use libtorch::Layout;
+
+/// Usage text printed by `cargo xtask help` and for unknown commands.
+const USAGE: &str = "\
+usage: cargo xtask <command> [args...]
+
+commands:
+  setup [--cpu|--cuda]  provision libtorch 2.13.0 into .libtorch/ (CPU layout, or the CUDA
+                        layout when `nvidia-smi -L` finds a GPU); a re-run is instant
+  test [args...]        setup, check that core/env/tools/reward do not depend on tch, then
+                        `cargo test --workspace [args...]`
+  demo                  setup, build the `agentrl` binary (release) and run
+                        `agentrl demo --config configs/demo.toml --run-dir runs/demo`
+  bench [args...]       setup, then `cargo bench --workspace [args...]`
+  help                  print this text
+
+environment:
+  AGENTRL_LIBTORCH_LAYOUT=cpu|cuda  force a libtorch layout instead of detecting a GPU
+  LIBTORCH=<dir>                    use your own libtorch; test/demo/bench then skip setup
+";
+
+/// Crates that must stay free of tch/libtorch (checked by `cargo xtask test`).
+const TCH_FREE_CRATES: [&str; 4] = [
+    "agentrl-core",
+    "agentrl-env",
+    "agentrl-tools",
+    "agentrl-reward",
+];
+
+/// A failed step: the message to print and the exit code xtask leaves with.
+#[derive(Debug)]
+pub struct Failure {
+    /// What failed and how to fix it.
+    message: String,
+    /// Exit code of the xtask process.
+    code: u8,
+}
+
+impl Failure {
+    /// A failure with exit code 1.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+/// Result type of every xtask step.
+pub type Result<T> = std::result::Result<T, Failure>;
+
+/// Entry point: dispatches the command and turns a failure into a message and exit code.
+fn main() -> ExitCode {
+    let mut args = env::args_os().skip(1);
+    let command = args.next();
+    let rest: Vec<OsString> = args.collect();
+    let started = Instant::now();
+    let result = match command.as_ref().and_then(|c| c.to_str()) {
+        Some("setup") => cmd_setup(&rest),
+        Some("test") => cmd_test(&rest),
+        Some("demo") => cmd_demo(&rest),
+        Some("bench") => cmd_bench(&rest),
+        Some("help" | "--help" | "-h") => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!("xtask: unknown command `{other}`\n");
+            eprint!("{USAGE}");
+            return ExitCode::from(2);
+        }
+        None => {
+            eprint!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => {
+            println!("xtask: done in {:.1}s", started.elapsed().as_secs_f64());
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            eprintln!("xtask: error: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// `cargo xtask setup`: provisions libtorch and says where it is.
+fn cmd_setup(args: &[OsString]) -> Result<()> {
+    let mut forced = None;
+    for arg in args {
+        match arg.to_str() {
+            Some("--cpu") => forced = Some(Layout::Cpu),
+            Some("--cuda") => forced = Some(Layout::Cuda),
+            _ => {
+                return Err(Failure::new(format!(
+                    "setup: unknown argument {arg:?}; expected --cpu or --cuda"
+                )));
+            }
+        }
+    }
+    let root = repo_root()?;
+    section("setup: libtorch");
+    let layout = match forced {
+        Some(layout) => layout,
+        None => choose_layout()?,
+    };
+    let dir = libtorch::ensure(&root, layout)?;
+    if let Some(user) = user_libtorch(&root) {
+        println!(
+            "note: LIBTORCH is exported as {}; cargo builds use that, not {}",
+            user.display(),
+            dir.display()
+        );
+    } else if layout == Layout::Cuda {
+        println!(
+            "note: `cargo xtask test/demo/bench` use this layout; for plain cargo commands run\n  export LIBTORCH={}",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `cargo xtask test`: setup, the tch-free dependency check, then the workspace tests.
+fn cmd_test(args: &[OsString]) -> Result<()> {
+    let root = repo_root()?;
+    let libtorch = prepare_libtorch(&root)?;
+    section("check: core/env/tools/reward do not depend on tch");
+    check_tch_free(&root)?;
+    section("cargo test --workspace");
+    let mut cmd = cargo(&root, libtorch.as_deref());
+    cmd.args(["test", "--workspace"]).args(args);
+    run("cargo test", &mut cmd)
+}
+
+/// `cargo xtask demo`: setup, release build of `agentrl`, then the demo run.
+fn cmd_demo(args: &[OsString]) -> Result<()> {
+    if !args.is_empty() {
+        return Err(Failure::new(
+            "demo takes no arguments; edit configs/demo.toml to change the demo",
+        ));
+    }
+    let root = repo_root()?;
+    let libtorch = prepare_libtorch(&root)?;
+    section("build: agentrl (release)");
+    let mut build = cargo(&root, libtorch.as_deref());
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "agentrl-trainer",
+        "--bin",
+        "agentrl",
+    ]);
+    run("build of the agentrl binary", &mut build)?;
+
+    section("demo: agentrl demo");
+    let exe = target_dir(&root).join("release").join("agentrl");
+    if !exe.is_file() {
+        return Err(Failure::new(format!(
+            "the build succeeded but {} does not exist; if you build into a custom target \
+             folder, export CARGO_TARGET_DIR so xtask can find it",
+            exe.display()
+        )));
+    }
+    let mut demo = Command::new(&exe);
+    demo.current_dir(&root).args([
+        "demo",
+        "--config",
+        "configs/demo.toml",
+        "--run-dir",
+        "runs/demo",
+    ]);
+    run("agentrl demo", &mut demo)?;
+
+    let summary = root.join("runs").join("demo").join("summary.json");
+    if summary.is_file() {
+        section("demo: runs/demo/summary.json");
+        match fs::read_to_string(&summary) {
+            Ok(text) => println!("{}", text.trim_end()),
+            Err(e) => eprintln!("warning: could not read {}: {e}", summary.display()),
+        }
+    }
+    Ok(())
+}
+
+/// `cargo xtask bench`: setup, then the workspace benchmarks.
+fn cmd_bench(args: &[OsString]) -> Result<()> {
+    let root = repo_root()?;
+    let libtorch = prepare_libtorch(&root)?;
+    section("cargo bench --workspace");
+    let mut cmd = cargo(&root, libtorch.as_deref());
+    cmd.args(["bench", "--workspace"]).args(args);
+    run("cargo bench", &mut cmd)
+}
+
+/// Runs setup unless the user exported their own LIBTORCH; returns a LIBTORCH to set for cargo
+/// (only for the CUDA layout; the CPU layout is the default in `.cargo/config.toml`).
+fn prepare_libtorch(root: &Path) -> Result<Option<PathBuf>> {
+    section("setup: libtorch");
+    if let Some(user) = user_libtorch(root) {
+        println!(
+            "using LIBTORCH={} from your environment; skipping provisioning",
+            user.display()
+        );
+        return Ok(None);
+    }
+    let layout = choose_layout()?;
+    let dir = libtorch::ensure(root, layout)?;
+    Ok((layout == Layout::Cuda).then_some(dir))
+}
+
+/// The LIBTORCH the user exported, if any (the `.cargo/config.toml` default does not count).
+fn user_libtorch(root: &Path) -> Option<PathBuf> {
+    let value = PathBuf::from(env::var_os("LIBTORCH")?);
+    if value.as_os_str().is_empty() || value == libtorch::layout_dir(root, Layout::Cpu) {
+        return None;
+    }
+    Some(value)
+}
+
+/// Picks the layout: `AGENTRL_LIBTORCH_LAYOUT` if set, else CUDA when `nvidia-smi -L` lists a GPU.
+fn choose_layout() -> Result<Layout> {
+    match env::var("AGENTRL_LIBTORCH_LAYOUT") {
+        Ok(value) => match value.trim() {
+            "cpu" => {
+                println!("AGENTRL_LIBTORCH_LAYOUT=cpu: using the CPU layout");
+                Ok(Layout::Cpu)
+            }
+            "cuda" => {
+                println!("AGENTRL_LIBTORCH_LAYOUT=cuda: using the CUDA layout");
+                Ok(Layout::Cuda)
+            }
+            other => Err(Failure::new(format!(
+                "AGENTRL_LIBTORCH_LAYOUT is `{other}`; set it to `cpu` or `cuda`, or unset it \
+                 to detect a GPU with nvidia-smi"
+            ))),
+        },
+        Err(env::VarError::NotUnicode(_)) => Err(Failure::new(
+            "AGENTRL_LIBTORCH_LAYOUT is not valid UTF-8; set it to `cpu` or `cuda`",
+        )),
+        Err(env::VarError::NotPresent) => {
+            let gpus = Command::new("nvidia-smi")
+                .arg("-L")
+                .stdin(Stdio::null())
+                .stderr(Stdio::null())
+                .output()
+                .ok()
+                .filter(|out| out.status.success())
+                .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+                .filter(|text| text.contains("GPU"));
+            match gpus {
+                Some(list) => {
+                    println!("nvidia-smi -L found:\n{}", list.trim_end());
+                    println!("using the CUDA layout (needs an NVIDIA driver 580 or newer)");
+                    Ok(Layout::Cuda)
+                }
+                None => {
+                    println!("no GPU found by `nvidia-smi -L`: using the CPU layout");
+                    Ok(Layout::Cpu)
+                }
+            }
+        }
+    }
+}
+
+/// Fails if any crate of [`TCH_FREE_CRATES`] has tch or torch-sys among its normal dependencies.
+fn check_tch_free(root: &Path) -> Result<()> {
+    let mut offenders = Vec::new();
+    for krate in TCH_FREE_CRATES {
+        let mut cmd = cargo(root, None);
+        cmd.args(["tree", "-e", "normal", "-p", krate, "--prefix", "none"])
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit());
+        println!("$ {}", describe(&cmd));
+        let out = cmd.output().map_err(|e| {
+            Failure::new(format!("tch-free check: could not run `cargo tree`: {e}"))
+        })?;
+        if !out.status.success() {
+            return Err(Failure::new(format!(
+                "tch-free check: `cargo tree -p {krate}` failed ({}); see the cargo error above",
+                out.status
+            )));
+        }
+        let tree = String::from_utf8_lossy(&out.stdout);
+        let bad: Vec<&str> = tree
+            .lines()
+            .filter(|l| l.starts_with("tch ") || l.starts_with("torch-sys "))
+            .collect();
+        if bad.is_empty() {
+            println!("  {krate}: ok (no tch, no torch-sys)");
+        } else {
+            println!("  {krate}: FAIL ({})", bad.join(", "));
+            offenders.push(format!("{krate} -> {}", bad.join(", ")));
+        }
+    }
+    if offenders.is_empty() {
+        println!("tch-free check passed");
+        Ok(())
+    } else {
+        Err(Failure::new(format!(
+            "tch-free check failed: {}. These crates must build without libtorch; move the \
+             tch code to agentrl-policy/agentrl-trainer or make it an optional feature \
+             (`cargo tree -i tch -p <crate>` shows the path)",
+            offenders.join("; ")
+        )))
+    }
+}
+
+/// A `cargo` command run in the repository root, with LIBTORCH set when given.
+fn cargo(root: &Path, libtorch: Option<&Path>) -> Command {
+    let program = env::var_os("CARGO").unwrap_or_else(|| OsString::from("cargo"));
+    let mut cmd = Command::new(program);
+    cmd.current_dir(root);
+    if let Some(dir) = libtorch {
+        cmd.env("LIBTORCH", dir);
+    }
+    cmd
+}
+
+/// Runs a command with inherited stdio; a non-zero exit becomes a failure naming `step`.
+pub fn run(step: &str, cmd: &mut Command) -> Result<()> {
+    println!("$ {}", describe(cmd));
+    let status = cmd.status().map_err(|e| {
+        Failure::new(format!(
+            "{step}: could not start `{}`: {e}; is it installed and on PATH?",
+            cmd.get_program().to_string_lossy()
+        ))
+    })?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(Failure {
+        message: format!("{step} failed ({status})"),
+        code: status
+            .code()
+            .and_then(|c| u8::try_from(c).ok())
+            .filter(|&c| c != 0)
+            .unwrap_or(1),
+    })
+}
+
+/// A shell-like one-line rendering of a command, with the variables it sets.
+pub fn describe(cmd: &Command) -> String {
+    let quote = |s: &std::ffi::OsStr| {
+        let s = s.to_string_lossy();
+        if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
+            format!("{s:?}")
+        } else {
+            s.into_owned()
+        }
+    };
+    let mut parts = Vec::new();
+    for (key, value) in cmd.get_envs() {
+        if let Some(value) = value {
+            parts.push(format!("{}={}", key.to_string_lossy(), quote(value)));
+        }
+    }
+    let program = Path::new(cmd.get_program());
+    let name = program.file_name().unwrap_or(program.as_os_str());
+    parts.push(quote(name));
+    parts.extend(cmd.get_args().map(quote));
+    parts.join(" ")
+}
+
+/// Prints a section header.
+pub fn section(title: &str) {
+    println!("\n==> {title}");
+}
+
+/// The repository root: the parent of this crate's folder, else the nearest workspace above the
+/// current directory.
+fn repo_root() -> Result<PathBuf> {
+    if let Some(dir) = Path::new(env!("CARGO_MANIFEST_DIR")).parent()
+        && is_workspace_root(dir)
+    {
+        return Ok(dir.to_path_buf());
+    }
+    let cwd = env::current_dir()
+        .map_err(|e| Failure::new(format!("cannot read the current directory: {e}")))?;
+    cwd.ancestors()
+        .find(|dir| is_workspace_root(dir))
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            Failure::new(
+                "cannot find the AgentRL workspace (a Cargo.toml with [workspace]); run \
+                 `cargo xtask` from inside the repository",
+            )
+        })
+}
+
+/// Whether `dir` holds a Cargo.toml with a `[workspace]` table.
+fn is_workspace_root(dir: &Path) -> bool {
+    fs::read_to_string(dir.join("Cargo.toml"))
+        .map(|text| text.lines().any(|line| line.trim() == "[workspace]"))
+        .unwrap_or(false)
+}
+
+/// Cargo's target folder: CARGO_TARGET_DIR, else the one this xtask binary was built into.
+fn target_dir(root: &Path) -> PathBuf {
+    if let Some(dir) = env::var_os("CARGO_TARGET_DIR") {
+        return root.join(dir);
+    }
+    if let Ok(exe) = env::current_exe()
+        && let Some(dir) = exe.parent().and_then(Path::parent)
+        && dir.join("CACHEDIR.TAG").is_file()
+    {
+        return dir.to_path_buf();
+    }
+    root.join("target")
+}
