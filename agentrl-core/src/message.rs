@@ -107,7 +107,11 @@ fn function_kind() -> String {
 
 impl ToolCall {
     /// A function call whose arguments are given as a JSON value (serialised to a string).
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: &serde_json::Value) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: &serde_json::Value,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             kind: function_kind(),

@@ -53,7 +53,10 @@ impl SamplingParams {
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(crate::Error::Config(format!("sampling params: {m}")));
         if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return bad(format!("temperature must be >= 0, got {}", self.temperature));
+            return bad(format!(
+                "temperature must be >= 0, got {}",
+                self.temperature
+            ));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
             return bad(format!("top_p must be in (0, 1], got {}", self.top_p));

@@ -66,10 +66,16 @@ fn malformed_arguments_give_a_clear_error() {
     let call = ToolCall {
         id: "c".into(),
         kind: "function".into(),
-        function: FunctionCall { name: "calculator".into(), arguments: "{\"expression\": ".into() },
+        function: FunctionCall {
+            name: "calculator".into(),
+            arguments: "{\"expression\": ".into(),
+        },
     };
     let err = call.function.parse_arguments().unwrap_err();
-    assert!(err.contains("calculator") && err.contains("not valid JSON"), "{err}");
+    assert!(
+        err.contains("calculator") && err.contains("not valid JSON"),
+        "{err}"
+    );
 }
 
 fn sample_trajectory() -> Trajectory {
@@ -116,7 +122,10 @@ fn trajectory_tokens_mask_and_logprobs_align() {
     let t = sample_trajectory();
     assert_eq!(t.token_ids(), vec![1, 2, 3, 4, 5, 6, 7]);
     assert_eq!(t.loss_mask(), vec![0., 0., 0., 1., 1., 0., 1.]);
-    assert_eq!(t.sampling_logprobs(), vec![0., 0., 0., -0.1, -0.2, 0., -0.3]);
+    assert_eq!(
+        t.sampling_logprobs(),
+        vec![0., 0., 0., -0.1, -0.2, 0., -0.3]
+    );
     assert_eq!(t.min_policy_version(), 3);
     assert_eq!(t.final_answer(), Some("4"));
 }
@@ -128,10 +137,14 @@ fn jsonl_reports_broken_lines_and_keeps_the_rest() {
     let path = dir.join("t.jsonl");
     let t = sample_trajectory();
     write_jsonl(&path, &[t.clone()], false).unwrap();
-    std::fs::OpenOptions::new().append(true).open(&path).map(|mut f| {
-        use std::io::Write;
-        writeln!(f, "{{not json").unwrap();
-    }).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .map(|mut f| {
+            use std::io::Write;
+            writeln!(f, "{{not json").unwrap();
+        })
+        .unwrap();
     write_jsonl(&path, &[t.clone()], true).unwrap();
     let (good, bad) = read_jsonl(&path).unwrap();
     assert_eq!(good, vec![t.clone(), t]);
@@ -158,6 +171,9 @@ fn seeded_rng_is_stable() {
 #[test]
 fn sampling_params_are_validated() {
     assert!(SamplingParams::default().validate().is_ok());
-    let bad = SamplingParams { top_p: 0.0, ..Default::default() };
+    let bad = SamplingParams {
+        top_p: 0.0,
+        ..Default::default()
+    };
     assert!(bad.validate().unwrap_err().to_string().contains("top_p"));
 }

@@ -73,7 +73,8 @@ impl TinyChatFormat {
                 .and_then(|p| p.as_object())
                 .map(|p| p.keys().map(String::as_str).collect())
                 .unwrap_or_default();
-            self.tokenizer.encode_into(&format!("({})", params.join(",")), out);
+            self.tokenizer
+                .encode_into(&format!("({})", params.join(",")), out);
         }
         out.push(ByteTokenizer::SPECIAL.end);
     }
@@ -164,7 +165,10 @@ impl ChatFormat for TinyChatFormat {
                     errors.push("tool call without <|/tool_call|>".to_string());
                 }
                 let raw = self.tokenizer.decode_text(&body[start..end]);
-                if body[start..end].iter().any(|&t| self.tokenizer.is_special(t)) {
+                if body[start..end]
+                    .iter()
+                    .any(|&t| self.tokenizer.is_special(t))
+                {
                     errors.push("special token inside a tool call".to_string());
                 }
                 let (name, arguments) = match raw.find('{') {

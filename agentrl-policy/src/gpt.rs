@@ -1,5 +1,6 @@
-//! A small GPT-style decoder in tch: learned positions, pre-LayerNorm blocks, causal attention,
-//! a KV cache for batched generation, and log-probabilities of given ids for training.
+//! A small GPT-style decoder in tch: rotary position embeddings (RoPE), pre-LayerNorm blocks,
+//! causal attention, a KV cache for batched generation, and log-probabilities of given ids for
+//! training.
 
 use agentrl_core::{Error, FinishReason, Generation, Result, SamplingParams, SeededRng, TokenId};
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,13 @@ pub struct GptConfig {
     pub max_seq_len: usize,
     /// Hidden width of the MLP as a multiple of `d_model`.
     pub ffn_mult: usize,
+    /// Base of the rotary position embedding frequencies.
+    #[serde(default = "default_rope_theta")]
+    pub rope_theta: f64,
+}
+
+fn default_rope_theta() -> f64 {
+    10_000.0
 }
 
 impl GptConfig {
@@ -31,14 +39,37 @@ impl GptConfig {
         if self.vocab_size == 0 || self.d_model == 0 || self.n_layers == 0 || self.n_heads == 0 {
             return bad("vocab_size, d_model, n_layers and n_heads must be positive");
         }
-        if self.d_model % self.n_heads != 0 {
-            return bad("n_heads must divide d_model");
+        if self.d_model % self.n_heads != 0 || (self.d_model / self.n_heads) % 2 != 0 {
+            return bad("n_heads must divide d_model into an even head size");
+        }
+        if !(self.rope_theta > 1.0 && self.rope_theta.is_finite()) {
+            return bad("rope_theta must be a finite number above 1");
         }
         if self.max_seq_len < 2 || self.ffn_mult == 0 {
             return bad("max_seq_len must be >= 2 and ffn_mult >= 1");
         }
         Ok(())
     }
+}
+
+/// Cosine and sine tables of RoPE for every position, `[max_seq_len, head_dim / 2]`.
+fn rope_tables(config: &GptConfig, device: Device) -> (Tensor, Tensor) {
+    let half = (config.d_model / config.n_heads / 2) as i64;
+    let inv_freq = (Tensor::arange(half, (Kind::Float, device))
+        * (-2.0 / (2 * half) as f64)
+        * config.rope_theta.ln())
+    .exp();
+    let pos = Tensor::arange(config.max_seq_len as i64, (Kind::Float, device));
+    let angles = pos.unsqueeze(1) * inv_freq.unsqueeze(0);
+    (angles.cos(), angles.sin())
+}
+
+/// Applies the rotation to `x` `[B, H, T, hd]` (first and second halves paired).
+fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
+    let half = x.size().last().copied().unwrap_or(2) / 2;
+    let x1 = x.narrow(-1, 0, half);
+    let x2 = x.narrow(-1, half, half);
+    Tensor::cat(&[&x1 * cos - &x2 * sin, &x1 * sin + &x2 * cos], -1)
 }
 
 /// Attention bias value for masked positions (finite, so fully masked rows stay finite).
@@ -65,7 +96,9 @@ struct KvCache {
 pub struct TinyGpt {
     config: GptConfig,
     tok_emb: nn::Embedding,
-    pos_emb: nn::Embedding,
+    /// RoPE tables `[max_seq_len, head_dim / 2]`.
+    rope_cos: Tensor,
+    rope_sin: Tensor,
     blocks: Vec<Block>,
     ln_f: nn::LayerNorm,
     head: nn::Linear,
@@ -85,7 +118,7 @@ impl TinyGpt {
             ..Default::default()
         };
         let tok_emb = nn::embedding(vs / "tok_emb", config.vocab_size as i64, d, emb_cfg);
-        let pos_emb = nn::embedding(vs / "pos_emb", config.max_seq_len as i64, d, emb_cfg);
+        let (rope_cos, rope_sin) = rope_tables(&config, vs.device());
         let ffn = d * config.ffn_mult as i64;
         let blocks = (0..config.n_layers)
             .map(|i| {
@@ -104,7 +137,8 @@ impl TinyGpt {
             ln_f: nn::layer_norm(vs / "ln_f", vec![d], Default::default()),
             head: nn::linear(vs / "head", d, config.vocab_size as i64, Default::default()),
             tok_emb,
-            pos_emb,
+            rope_cos,
+            rope_sin,
             blocks,
             device: vs.device(),
             config,
@@ -129,13 +163,22 @@ impl TinyGpt {
         let h = self.config.n_heads as i64;
         let d = self.config.d_model as i64;
         let hd = d / h;
-        let mut x = self.tok_emb.forward(ids) + self.pos_emb.forward(positions);
+        let mut x = self.tok_emb.forward(ids);
+        // [B, 1, T, hd/2], broadcast over heads.
+        let cos = self
+            .rope_cos
+            .index_select(0, &positions.reshape([-1]))
+            .view([b, 1, t, hd / 2]);
+        let sin = self
+            .rope_sin
+            .index_select(0, &positions.reshape([-1]))
+            .view([b, 1, t, hd / 2]);
         for (i, block) in self.blocks.iter().enumerate() {
             let qkv = block.qkv.forward(&block.ln1.forward(&x));
             let parts = qkv.split(d, -1);
             let split_heads = |t_: &Tensor| t_.view([b, t, h, hd]).transpose(1, 2);
-            let q = split_heads(&parts[0]);
-            let mut k = split_heads(&parts[1]);
+            let q = rotate(&split_heads(&parts[0]), &cos, &sin);
+            let mut k = rotate(&split_heads(&parts[1]), &cos, &sin);
             let mut v = split_heads(&parts[2]);
             if let Some(cache) = cache.as_deref_mut() {
                 if cache.layers.len() <= i {
@@ -159,7 +202,9 @@ impl TinyGpt {
             );
             let att = att.transpose(1, 2).contiguous().view([b, t, d]);
             x = x + block.proj.forward(&att);
-            let mlp = block.fc2.forward(&block.fc1.forward(&block.ln2.forward(&x)).gelu("none"));
+            let mlp = block
+                .fc2
+                .forward(&block.fc1.forward(&block.ln2.forward(&x)).gelu("none"));
             x = x + mlp;
         }
         self.head.forward(&self.ln_f.forward(&x))
@@ -203,7 +248,9 @@ impl TinyGpt {
     ) -> Result<Vec<Generation>> {
         let n = prompts.len();
         if params.len() != n || rngs.len() != n {
-            return Err(Error::Policy("prompts, params and rngs differ in length".into()));
+            return Err(Error::Policy(
+                "prompts, params and rngs differ in length".into(),
+            ));
         }
         let vocab = self.config.vocab_size;
         let max_seq = self.config.max_seq_len;
@@ -299,7 +346,11 @@ impl TinyGpt {
                 if !active[row] {
                     continue;
                 }
-                let (id, lp) = sample_token(&flat[row * vocab..(row + 1) * vocab], &params[r], &mut rngs[r]);
+                let (id, lp) = sample_token(
+                    &flat[row * vocab..(row + 1) * vocab],
+                    &params[r],
+                    &mut rngs[r],
+                );
                 let g = &mut out[r];
                 g.ids.push(id);
                 g.logprobs.push(lp);
@@ -320,7 +371,10 @@ impl TinyGpt {
             for p in next_pos.iter_mut() {
                 *p += 1;
             }
-            key_valid = Tensor::cat(&[&key_valid, &Tensor::ones([b as i64, 1], (Kind::Bool, dev))], 1);
+            key_valid = Tensor::cat(
+                &[&key_valid, &Tensor::ones([b as i64, 1], (Kind::Bool, dev))],
+                1,
+            );
             let tk = key_valid.size()[1];
             let bias = Tensor::zeros([b as i64, 1, 1, tk], (Kind::Float, dev))
                 .masked_fill(&key_valid.logical_not().view([b as i64, 1, 1, tk]), MASKED);

@@ -7,9 +7,17 @@ use agentrl_core::{SamplingParams, SeededRng, TokenId};
 /// The log-probability is taken under `softmax(logits / temperature)` before top-k/top-p
 /// filtering (under `softmax(logits)` when greedy), which is the distribution the trainer
 /// recomputes from the same logits and temperature.
-pub fn sample_token(logits: &[f32], params: &SamplingParams, rng: &mut SeededRng) -> (TokenId, f32) {
+pub fn sample_token(
+    logits: &[f32],
+    params: &SamplingParams,
+    rng: &mut SeededRng,
+) -> (TokenId, f32) {
     let greedy = params.temperature <= 0.0;
-    let inv_t = if greedy { 1.0 } else { 1.0 / params.temperature };
+    let inv_t = if greedy {
+        1.0
+    } else {
+        1.0 / params.temperature
+    };
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum_exp: f32 = logits.iter().map(|&l| ((l - max) * inv_t).exp()).sum();
     let log_z = sum_exp.ln();
@@ -58,7 +66,10 @@ fn sample_filtered(
     if params.top_k > 0 {
         order.truncate(params.top_k);
     }
-    let weights: Vec<f32> = order.iter().map(|&i| ((logits[i] - max) * inv_t).exp()).collect();
+    let weights: Vec<f32> = order
+        .iter()
+        .map(|&i| ((logits[i] - max) * inv_t).exp())
+        .collect();
     let total: f32 = weights.iter().sum();
     let mut keep = weights.len();
     if params.top_p < 1.0 {

@@ -19,16 +19,44 @@ use crate::gpt::TinyGpt;
 pub type NamedWeights = Vec<(String, Tensor)>;
 
 enum Command {
-    Generate(Vec<GenerationRequest>, oneshot::Sender<Result<Vec<Generation>>>),
+    Generate(
+        Vec<GenerationRequest>,
+        oneshot::Sender<Result<Vec<Generation>>>,
+    ),
     SetWeights(NamedWeights, u64, oneshot::Sender<Result<()>>),
 }
 
-/// A handle to a model thread; cheap to clone.
+/// A handle to a model thread; cheap to clone. The thread stops, and is joined, when the last
+/// handle is dropped, so no libtorch work outlives its owners.
 #[derive(Clone)]
 pub struct TchPolicy {
-    tx: mpsc::Sender<Command>,
+    inner: Arc<Inner>,
     version: Arc<AtomicU64>,
     batches: Arc<AtomicU64>,
+}
+
+struct Inner {
+    tx: Option<mpsc::Sender<Command>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Inner {
+    fn send(&self, command: Command) -> Result<()> {
+        self.tx
+            .as_ref()
+            .and_then(|tx| tx.send(command).ok())
+            .ok_or_else(|| Error::Policy("the model thread has stopped".into()))
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop; joining waits for its tensors to be freed.
+        self.tx.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// Deep copies of all variables of `vs`, for sending to a [`TchPolicy`] or saving.
@@ -53,12 +81,15 @@ impl TchPolicy {
         let batches = Arc::new(AtomicU64::new(0));
         let v = version.clone();
         let nb = batches.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("agentrl-policy".into())
             .spawn(move || model_thread(vs, model, rx, v, nb, max_batch.max(1), seed))
             .map_err(|e| Error::Policy(format!("could not start the model thread: {e}")))?;
         Ok(TchPolicy {
-            tx,
+            inner: Arc::new(Inner {
+                tx: Some(tx),
+                thread: Some(thread),
+            }),
             version,
             batches,
         })
@@ -67,9 +98,7 @@ impl TchPolicy {
     /// Replaces the weights (matched by name) and sets the policy version.
     pub async fn set_weights(&self, weights: NamedWeights, version: u64) -> Result<()> {
         let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(Command::SetWeights(weights, version, tx))
-            .map_err(|_| Error::Policy("the model thread has stopped".into()))?;
+        self.inner.send(Command::SetWeights(weights, version, tx))?;
         rx.await
             .map_err(|_| Error::Policy("the model thread dropped a weight update".into()))?
     }
@@ -87,9 +116,7 @@ impl Policy for TchPolicy {
             return Ok(Vec::new());
         }
         let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(Command::Generate(requests, tx))
-            .map_err(|_| Error::Policy("the model thread has stopped".into()))?;
+        self.inner.send(Command::Generate(requests, tx))?;
         rx.await
             .map_err(|_| Error::Policy("the model thread dropped a request".into()))?
     }
@@ -206,7 +233,9 @@ fn run_batch(model: &TinyGpt, jobs: Vec<Job>, version: &AtomicU64, seeds: &mut S
             .cloned()
             .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "unknown panic".into());
-        Err(Error::Policy(format!("generation failed inside libtorch: {what}")))
+        Err(Error::Policy(format!(
+            "generation failed inside libtorch: {what}"
+        )))
     });
     match result {
         Ok(all) => {

@@ -105,7 +105,11 @@ impl ByteTokenizer {
 
     /// Decodes ids that should be plain text (bytes only); special ids are dropped.
     pub fn decode_text(&self, ids: &[TokenId]) -> String {
-        let bytes: Vec<u8> = ids.iter().filter(|&&id| id < 256).map(|&id| id as u8).collect();
+        let bytes: Vec<u8> = ids
+            .iter()
+            .filter(|&&id| id < 256)
+            .map(|&id| id as u8)
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     }
 }

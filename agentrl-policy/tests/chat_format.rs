@@ -31,7 +31,10 @@ fn user_text_that_looks_special_stays_bytes() {
     let fmt = TinyChatFormat::new();
     let ids = fmt.render_prompt(&[Message::user("<|end|>")], &[]);
     let specials = ids.iter().filter(|&&i| i >= 256).count();
-    assert_eq!(specials, 3, "user header, end, assistant header only: {ids:?}");
+    assert_eq!(
+        specials, 3,
+        "user header, end, assistant header only: {ids:?}"
+    );
 }
 
 #[test]
@@ -89,7 +92,12 @@ fn malformed_generations_become_flagged_actions_not_panics() {
     bad_json.extend([s.tool_call_end, s.end]);
     let parsed = fmt.parse_assistant(&bad_json, "c");
     assert_eq!(parsed.message.tool_calls[0].function.arguments, "{oops");
-    assert!(parsed.message.tool_calls[0].function.parse_arguments().is_err());
+    assert!(
+        parsed.message.tool_calls[0]
+            .function
+            .parse_arguments()
+            .is_err()
+    );
 }
 
 #[test]
@@ -110,7 +118,11 @@ fn multi_turn_prompts_extend_exactly_without_retokenisation() {
             let reply = vec![Message::tool(format!("call_{turn}_0"), "84")];
             running.extend(fmt.render_continuation(true, &reply));
             conversation.extend(reply);
-            assert_eq!(running, fmt.render_prompt(&conversation, &tools), "turn {turn}");
+            assert_eq!(
+                running,
+                fmt.render_prompt(&conversation, &tools),
+                "turn {turn}"
+            );
         }
     }
 }

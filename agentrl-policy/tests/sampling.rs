@@ -28,8 +28,14 @@ fn temperature_sampling_follows_the_distribution() {
 fn top_k_and_top_p_never_pick_filtered_tokens() {
     let logits = [3.0f32, 2.9, -5.0, -6.0];
     let mut rng = SeededRng::new(1);
-    let k = SamplingParams { top_k: 2, ..Default::default() };
-    let p = SamplingParams { top_p: 0.9, ..Default::default() };
+    let k = SamplingParams {
+        top_k: 2,
+        ..Default::default()
+    };
+    let p = SamplingParams {
+        top_p: 0.9,
+        ..Default::default()
+    };
     for _ in 0..500 {
         assert!(sample_token(&logits, &k, &mut rng).0 < 2);
         assert!(sample_token(&logits, &p, &mut rng).0 < 2);
@@ -39,10 +45,15 @@ fn top_k_and_top_p_never_pick_filtered_tokens() {
 #[test]
 fn seeded_streams_repeat() {
     let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
-    let params = SamplingParams { temperature: 1.3, ..Default::default() };
+    let params = SamplingParams {
+        temperature: 1.3,
+        ..Default::default()
+    };
     let run = |seed| {
         let mut rng = SeededRng::new(seed);
-        (0..20).map(|_| sample_token(&logits, &params, &mut rng).0).collect::<Vec<_>>()
+        (0..20)
+            .map(|_| sample_token(&logits, &params, &mut rng).0)
+            .collect::<Vec<_>>()
     };
     assert_eq!(run(3), run(3));
     assert_ne!(run(3), run(4));

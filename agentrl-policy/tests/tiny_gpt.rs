@@ -15,13 +15,18 @@ fn model(seed: i64) -> (nn::VarStore, TinyGpt) {
         n_heads: 4,
         max_seq_len: 32,
         ffn_mult: 2,
+        rope_theta: 10_000.0,
     };
     let m = TinyGpt::new(&vs.root(), cfg).unwrap();
     (vs, m)
 }
 
 fn sampled(max: usize, seed: u64) -> SamplingParams {
-    SamplingParams { max_new_tokens: max, seed: Some(seed), ..Default::default() }
+    SamplingParams {
+        max_new_tokens: max,
+        seed: Some(seed),
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -35,7 +40,11 @@ fn cached_generation_logprobs_equal_the_full_forward() {
         .remove(0);
     assert_eq!(g.ids.len(), 10);
     assert_eq!(g.policy_version, 3);
-    let all: Vec<i64> = prompt.iter().chain(g.ids.iter()).map(|&i| i as i64).collect();
+    let all: Vec<i64> = prompt
+        .iter()
+        .chain(g.ids.iter())
+        .map(|&i| i as i64)
+        .collect();
     let ids = Tensor::from_slice(&all).view([1, -1]);
     let (lp, _) = tch::no_grad(|| m.token_logprobs(&ids, 1.0));
     let lp: Vec<f32> = Vec::try_from(lp.view([-1]).to_kind(Kind::Float)).unwrap();
@@ -72,22 +81,40 @@ fn left_padding_does_not_change_a_row() {
 fn stop_ids_context_limit_and_bad_ids() {
     let (_vs, m) = model(3);
     let greedy = SamplingParams::greedy(5);
-    let first = m.generate(&[vec![1, 2]], &[greedy.clone()], &mut [SeededRng::new(0)], 0).unwrap();
+    let first = m
+        .generate(
+            &[vec![1, 2]],
+            &[greedy.clone()],
+            &mut [SeededRng::new(0)],
+            0,
+        )
+        .unwrap();
     let stop = first[0].ids[0];
-    let p = SamplingParams { stop_ids: vec![stop], ..greedy.clone() };
-    let g = m.generate(&[vec![1, 2]], &[p], &mut [SeededRng::new(0)], 0).unwrap();
+    let p = SamplingParams {
+        stop_ids: vec![stop],
+        ..greedy.clone()
+    };
+    let g = m
+        .generate(&[vec![1, 2]], &[p], &mut [SeededRng::new(0)], 0)
+        .unwrap();
     assert_eq!(g[0].ids, vec![stop]);
     assert_eq!(g[0].finish, FinishReason::Stop);
     // A prompt that fills the context generates nothing.
     let full = vec![1u32; 32];
-    let g = m.generate(&[full], &[greedy.clone()], &mut [SeededRng::new(0)], 0).unwrap();
+    let g = m
+        .generate(&[full], &[greedy.clone()], &mut [SeededRng::new(0)], 0)
+        .unwrap();
     assert!(g[0].ids.is_empty());
     assert_eq!(g[0].finish, FinishReason::Length);
     // Generation never runs past the context.
     let long = SamplingParams::greedy(100);
-    let g = m.generate(&[vec![1u32; 30]], &[long], &mut [SeededRng::new(0)], 0).unwrap();
+    let g = m
+        .generate(&[vec![1u32; 30]], &[long], &mut [SeededRng::new(0)], 0)
+        .unwrap();
     assert_eq!(g[0].ids.len(), 2);
-    let err = m.generate(&[vec![1, 400]], &[greedy], &mut [SeededRng::new(0)], 0).unwrap_err();
+    let err = m
+        .generate(&[vec![1, 400]], &[greedy], &mut [SeededRng::new(0)], 0)
+        .unwrap_err();
     assert!(err.to_string().contains("outside the vocabulary"), "{err}");
 }
 
@@ -99,7 +126,10 @@ async fn policy_thread_batches_concurrent_callers_and_swaps_weights() {
     for i in 0..16u32 {
         let p = policy.clone();
         handles.push(tokio::spawn(async move {
-            let req = GenerationRequest { prompt_ids: vec![1, i % 30 + 2], params: sampled(4, i as u64) };
+            let req = GenerationRequest {
+                prompt_ids: vec![1, i % 30 + 2],
+                params: sampled(4, i as u64),
+            };
             p.generate(vec![req]).await
         }));
     }
@@ -107,17 +137,30 @@ async fn policy_thread_batches_concurrent_callers_and_swaps_weights() {
         let g = h.await.unwrap().unwrap();
         assert_eq!(g[0].ids.len(), 4);
     }
-    assert!(policy.batches_run() < 16, "16 concurrent calls ran as {} batches", policy.batches_run());
+    assert!(
+        policy.batches_run() < 16,
+        "16 concurrent calls ran as {} batches",
+        policy.batches_run()
+    );
 
-    let greedy = GenerationRequest { prompt_ids: vec![1, 2, 3], params: SamplingParams::greedy(6) };
+    let greedy = GenerationRequest {
+        prompt_ids: vec![1, 2, 3],
+        params: SamplingParams::greedy(6),
+    };
     let before = policy.generate(vec![greedy.clone()]).await.unwrap();
     let (other_vs, _other) = model(99);
-    policy.set_weights(snapshot_weights(&other_vs), 7).await.unwrap();
+    policy
+        .set_weights(snapshot_weights(&other_vs), 7)
+        .await
+        .unwrap();
     assert_eq!(policy.version(), 7);
     let after = policy.generate(vec![greedy]).await.unwrap();
     assert_eq!(after[0].policy_version, 7);
     assert_ne!(before[0].logprobs, after[0].logprobs);
-    let bad = vec![("nope".to_string(), Tensor::zeros([1], (Kind::Float, Device::Cpu)))];
+    let bad = vec![(
+        "nope".to_string(),
+        Tensor::zeros([1], (Kind::Float, Device::Cpu)),
+    )];
     assert!(policy.set_weights(bad, 8).await.is_err());
     assert_eq!(policy.version(), 7);
 }

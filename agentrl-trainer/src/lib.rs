@@ -1,1 +1,30 @@
-//! placeholder
+//! # agentrl-trainer
+//!
+//! The closed loop: rollout workers that play many env sessions concurrently against a batched
+//! policy ([`rollout`]), behaviour cloning from demonstrations ([`demos`], [`learner`]), GRPO with
+//! group advantages and task normalisation ([`advantage`]), the fully asynchronous rollout → train
+//! pipeline with a staleness bound ([`pipeline`]), checkpoints, metrics, evaluation, plots, and
+//! the `agentrl` binary ([`run`]).
+//!
+//! ```no_run
+//! use agentrl_trainer::{config::RunConfig, run::demo};
+//!
+//! # async fn go() -> agentrl_core::Result<()> {
+//! let config = RunConfig::load("configs/demo.toml".as_ref())?;
+//! let summary = demo(config, "runs/demo".as_ref()).await?;
+//! println!("{} -> {}", summary.eval_success_before_rl, summary.eval_success_after_rl);
+//! # Ok(()) }
+//! ```
+
+pub mod advantage;
+pub mod checkpoint;
+pub mod config;
+pub mod demos;
+pub mod eval;
+pub mod learner;
+pub mod metrics;
+pub mod pipeline;
+pub mod plot;
+pub mod progress;
+pub mod rollout;
+pub mod run;

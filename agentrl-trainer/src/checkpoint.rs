@@ -1,0 +1,71 @@
+//! Checkpoints: safetensors files written atomically, and a `latest.json` pointer for resuming.
+
+use std::path::{Path, PathBuf};
+
+use agentrl_core::{Error, Result};
+use serde::{Deserialize, Serialize};
+use tch::nn;
+
+/// Saves all variables of `vs` as safetensors at `path` via a temporary file and a rename, so
+/// a crash never leaves a half-written checkpoint under the final name.
+pub fn save_var_store(vs: &nn::VarStore, path: &Path) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "checkpoint.safetensors".into());
+    let tmp = dir.join(format!(".{file_name}.tmp.safetensors"));
+    vs.save(&tmp)
+        .map_err(|e| Error::Trainer(format!("writing checkpoint {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming checkpoint to", path, e))
+}
+
+/// Where training stopped: the pointer file `checkpoints/latest.json` of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatestCheckpoint {
+    /// RL steps completed.
+    pub step: usize,
+    /// Policy version of the weights.
+    pub version: u64,
+    /// Checkpoint file name inside the checkpoints folder.
+    pub file: String,
+}
+
+/// The checkpoints folder of a run directory.
+pub fn checkpoint_dir(run_dir: &Path) -> PathBuf {
+    run_dir.join("checkpoints")
+}
+
+/// Records `latest` atomically.
+pub fn write_latest(run_dir: &Path, latest: &LatestCheckpoint) -> Result<()> {
+    let dir = checkpoint_dir(run_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io("creating", &dir, e))?;
+    let path = dir.join("latest.json");
+    let tmp = dir.join(".latest.json.tmp");
+    let text = serde_json::to_string_pretty(latest)
+        .map_err(|e| Error::json("latest checkpoint record", e))?;
+    std::fs::write(&tmp, text).map_err(|e| Error::io("writing", &tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io("renaming to", &path, e))
+}
+
+/// Reads `checkpoints/latest.json` of a run, if there is one.
+pub fn read_latest(run_dir: &Path) -> Result<Option<(LatestCheckpoint, PathBuf)>> {
+    let dir = checkpoint_dir(run_dir);
+    let path = dir.join("latest.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
+    let latest: LatestCheckpoint =
+        serde_json::from_str(&text).map_err(|e| Error::json(path.display().to_string(), e))?;
+    let file = dir.join(&latest.file);
+    if !file.exists() {
+        return Err(Error::Trainer(format!(
+            "{} points at {}, which does not exist",
+            path.display(),
+            file.display()
+        )));
+    }
+    Ok(Some((latest, file)))
+}

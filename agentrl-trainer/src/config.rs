@@ -1,0 +1,280 @@
+//! The run configuration: one TOML file describes a whole run.
+
+use std::path::Path;
+
+use agentrl_core::{Error, Result};
+use agentrl_policy::GptConfig;
+use agentrl_reward::RewardConfig;
+use serde::{Deserialize, Serialize};
+
+/// A whole run: env, model, SFT warm start, RL, pipeline, evaluation and reward.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// Seed of everything random in the run (model init, sampling, demonstrations).
+    #[serde(default)]
+    pub seed: u64,
+    /// libtorch intra-op threads per thread that runs tensors.
+    #[serde(default = "default_threads")]
+    pub torch_threads: i32,
+    /// Which env to train on.
+    pub env: EnvConfig,
+    /// Model shape.
+    pub model: ModelConfig,
+    /// Behaviour-cloning warm start.
+    pub sft: SftConfig,
+    /// Reinforcement learning.
+    pub rl: RlConfig,
+    /// Rollout/training pipeline.
+    #[serde(default)]
+    pub pipeline: PipelineConfig,
+    /// Held-out evaluation.
+    #[serde(default)]
+    pub eval: EvalConfig,
+    /// Reward composition.
+    #[serde(default = "default_reward")]
+    pub reward: RewardConfig,
+}
+
+fn default_threads() -> i32 {
+    1
+}
+
+fn default_reward() -> RewardConfig {
+    RewardConfig::Outcome {
+        success: 1.0,
+        failure: 0.0,
+    }
+}
+
+/// Env selection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvConfig {
+    /// Registry id (see `agentrl env list`).
+    pub id: String,
+}
+
+/// Shape of the tiny GPT (vocabulary comes from the chat format).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Residual width.
+    pub d_model: usize,
+    /// Transformer blocks.
+    pub n_layers: usize,
+    /// Attention heads.
+    pub n_heads: usize,
+    /// Context length.
+    pub max_seq_len: usize,
+    /// MLP width multiple.
+    #[serde(default = "default_ffn_mult")]
+    pub ffn_mult: usize,
+    /// RoPE base frequency.
+    #[serde(default = "default_rope_theta")]
+    pub rope_theta: f64,
+}
+
+fn default_rope_theta() -> f64 {
+    10_000.0
+}
+
+fn default_ffn_mult() -> usize {
+    4
+}
+
+impl ModelConfig {
+    /// The full model config for a vocabulary.
+    pub fn gpt(&self, vocab_size: usize) -> GptConfig {
+        GptConfig {
+            vocab_size,
+            d_model: self.d_model,
+            n_layers: self.n_layers,
+            n_heads: self.n_heads,
+            max_seq_len: self.max_seq_len,
+            ffn_mult: self.ffn_mult,
+            rope_theta: self.rope_theta,
+        }
+    }
+}
+
+/// Behaviour cloning from demonstrations.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SftConfig {
+    /// Number of demonstration episodes to generate.
+    pub demos: usize,
+    /// Optimiser steps.
+    pub steps: usize,
+    /// Trajectories per step.
+    pub batch_size: usize,
+    /// Peak learning rate (cosine decay to 10%).
+    pub lr: f64,
+    /// The imperfect demonstrator.
+    pub demonstrator: DemonstratorConfig,
+}
+
+/// How often the demonstrator uses the tool and miscopies results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DemonstratorConfig {
+    /// Probability of calling the calculator on two-operand tasks.
+    pub tool_prob_two_operands: f64,
+    /// Probability of calling the calculator on three-operand tasks.
+    pub tool_prob_three_operands: f64,
+    /// Probability of miscopying the tool's result.
+    pub copy_error_prob: f64,
+}
+
+/// The RL algorithm and its hyper-parameters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RlConfig {
+    /// Optimiser steps.
+    pub steps: usize,
+    /// Distinct tasks per step.
+    pub tasks_per_step: usize,
+    /// Rollouts per task (the GRPO group).
+    pub group_size: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// PPO clip range of the importance ratio.
+    #[serde(default = "default_clip")]
+    pub clip_eps: f64,
+    /// Weight of the k3 KL penalty to the frozen reference (0 disables it).
+    #[serde(default)]
+    pub kl_coef: f64,
+    /// Max global gradient norm.
+    #[serde(default = "default_grad_clip")]
+    pub grad_clip: f64,
+    /// Rollout temperature (exploration).
+    #[serde(default = "default_temperature")]
+    pub temperature: f32,
+    /// Rollout nucleus mass.
+    #[serde(default = "default_top_p")]
+    pub top_p: f32,
+    /// Rollout top-k (0 = off).
+    #[serde(default)]
+    pub top_k: usize,
+    /// Max tokens per turn.
+    #[serde(default = "default_max_new_tokens")]
+    pub max_new_tokens: usize,
+    /// Normalise advantages per task across the batch (AgentRL's task advantage normalisation).
+    #[serde(default = "default_true")]
+    pub task_normalization: bool,
+    /// Write a checkpoint every this many steps (0: only at the end).
+    #[serde(default)]
+    pub checkpoint_every: usize,
+}
+
+fn default_clip() -> f64 {
+    0.2
+}
+fn default_grad_clip() -> f64 {
+    1.0
+}
+fn default_temperature() -> f32 {
+    1.0
+}
+fn default_top_p() -> f32 {
+    1.0
+}
+fn default_max_new_tokens() -> usize {
+    48
+}
+fn default_true() -> bool {
+    true
+}
+
+/// Rollout/training concurrency.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// How many policy versions a sample may lag behind the weights being trained
+    /// (0 = synchronous: generate, then train, then generate again).
+    pub max_staleness: u64,
+    /// Max rows in one generation batch.
+    pub max_batch: usize,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            max_staleness: 1,
+            max_batch: 256,
+        }
+    }
+}
+
+/// Held-out evaluation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalConfig {
+    /// Number of test-split tasks.
+    pub tasks: usize,
+    /// Max tokens per turn.
+    pub max_new_tokens: usize,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            tasks: 200,
+            max_new_tokens: 48,
+        }
+    }
+}
+
+impl RunConfig {
+    /// Parses a TOML config; errors name the file and the field.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
+        let cfg: RunConfig =
+            toml::from_str(text).map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        cfg.validate()
+            .map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses a TOML config file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
+        Self::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// Checks values that serde cannot.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let rl = &self.rl;
+        if rl.group_size < 2 {
+            return Err(
+                "rl.group_size must be at least 2 (advantages are relative to the group)".into(),
+            );
+        }
+        if rl.tasks_per_step == 0 || self.sft.batch_size == 0 {
+            return Err("rl.tasks_per_step and sft.batch_size must be positive".into());
+        }
+        for (name, v) in [("rl.lr", rl.lr), ("sft.lr", self.sft.lr)] {
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(format!("{name} must be a positive number, got {v}"));
+            }
+        }
+        if !(rl.clip_eps > 0.0 && rl.kl_coef >= 0.0 && rl.grad_clip > 0.0) {
+            return Err("rl.clip_eps and rl.grad_clip must be > 0, rl.kl_coef >= 0".into());
+        }
+        if self.torch_threads < 1 {
+            return Err("torch_threads must be at least 1".into());
+        }
+        let d = &self.sft.demonstrator;
+        for (name, p) in [
+            ("tool_prob_two_operands", d.tool_prob_two_operands),
+            ("tool_prob_three_operands", d.tool_prob_three_operands),
+            ("copy_error_prob", d.copy_error_prob),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!(
+                    "sft.demonstrator.{name} must be in [0, 1], got {p}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

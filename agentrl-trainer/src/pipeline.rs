@@ -1,0 +1,327 @@
+//! The fully asynchronous rollout → train pipeline.
+//!
+//! A producer task keeps rolling out GRPO groups with the rollout policy and sends them over a
+//! bounded queue; the learner (on a blocking thread) takes `tasks_per_step` groups, updates the
+//! weights, and pushes them to the rollout policy, bumping the policy version. The producer only
+//! starts a group for step `k` once the weights are at least at version `k - max_staleness`, and
+//! the learner drops (and counts) any sample older than that, so no sample lags more than
+//! `max_staleness` versions. `max_staleness = 0` is the synchronous mode.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentrl_core::{Error, Result, RewardFn, SamplingParams, SeededRng, Split, Trajectory};
+use agentrl_policy::TchPolicy;
+use ndarray::Array1;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::advantage::{group_advantages, normalize_per_task};
+use crate::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
+use crate::config::RunConfig;
+use crate::learner::{GrpoParams, Learner};
+use crate::metrics::MetricsWriter;
+use crate::rollout::{RolloutContext, run_group};
+
+/// One rolled-out group, scored.
+struct Group {
+    trajectories: Vec<Trajectory>,
+}
+
+/// Totals of an RL run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RlSummary {
+    /// Steps completed in this call.
+    pub steps: usize,
+    /// Trajectories trained on.
+    pub trajectories: usize,
+    /// Trajectories dropped for staleness.
+    pub dropped_stale: usize,
+    /// Seconds the learner waited for samples.
+    pub trainer_idle_seconds: f64,
+    /// Wall seconds of the RL phase.
+    pub wall_seconds: f64,
+}
+
+/// Everything the RL phase needs besides the learner.
+pub struct RlRun {
+    /// The run's configuration.
+    pub config: RunConfig,
+    /// Rollout context (its policy must be `policy`).
+    pub ctx: RolloutContext,
+    /// The rollout policy, which receives weight updates.
+    pub policy: TchPolicy,
+    /// Scores trajectories.
+    pub reward: Arc<dyn RewardFn>,
+    /// Run directory (checkpoints go under it).
+    pub run_dir: PathBuf,
+    /// First step (non-zero when resuming).
+    pub start_step: usize,
+}
+
+/// Runs RL from `run.start_step` to `config.rl.steps`, writing one metrics record per step.
+pub async fn train_rl(
+    run: RlRun,
+    learner: Learner,
+    metrics: MetricsWriter,
+) -> Result<(Learner, MetricsWriter, RlSummary)> {
+    let cfg = run.config.clone();
+    let rl = cfg.rl.clone();
+    let start = run.start_step;
+    run.policy
+        .set_weights(learner.weights(), start as u64)
+        .await?;
+    let (version_tx, version_rx) = watch::channel(start as u64);
+    let capacity = (cfg.pipeline.max_staleness as usize + 1) * rl.tasks_per_step;
+    let (tx, rx) = mpsc::channel::<Group>(capacity.max(1));
+    let params = SamplingParams {
+        temperature: rl.temperature,
+        top_p: rl.top_p,
+        top_k: rl.top_k,
+        max_new_tokens: rl.max_new_tokens,
+        stop_ids: Vec::new(),
+        seed: None,
+    };
+    let producer = tokio::spawn(produce(
+        run.ctx.clone(),
+        run.reward.clone(),
+        params,
+        tx,
+        version_rx,
+        ProducerPlan {
+            start_step: start,
+            tasks_per_step: rl.tasks_per_step,
+            group_size: rl.group_size,
+            max_staleness: cfg.pipeline.max_staleness,
+            seed: cfg.seed,
+        },
+    ));
+    let handle = tokio::runtime::Handle::current();
+    let policy = run.policy.clone();
+    let run_dir = run.run_dir.clone();
+    let trained = tokio::task::spawn_blocking(move || {
+        learner_loop(
+            learner, metrics, rx, policy, version_tx, handle, cfg, run_dir, start,
+        )
+    })
+    .await
+    .map_err(|e| Error::Trainer(format!("learner thread failed: {e}")))?;
+    producer.abort();
+    trained
+}
+
+struct ProducerPlan {
+    start_step: usize,
+    tasks_per_step: usize,
+    group_size: usize,
+    max_staleness: u64,
+    seed: u64,
+}
+
+async fn produce(
+    ctx: RolloutContext,
+    reward: Arc<dyn RewardFn>,
+    params: SamplingParams,
+    tx: mpsc::Sender<Group>,
+    mut version_rx: watch::Receiver<u64>,
+    plan: ProducerPlan,
+) {
+    let mut rng = SeededRng::from_parts(&[plan.seed, 0xA11CE, plan.start_step as u64]);
+    let mut in_flight = JoinSet::new();
+    let max_in_flight = (plan.max_staleness as usize + 1) * plan.tasks_per_step;
+    for g in 0u64.. {
+        let step = (plan.start_step + g as usize / plan.tasks_per_step) as u64;
+        // Gate: a group for step `step` starts only with weights >= step - max_staleness.
+        loop {
+            if *version_rx.borrow_and_update() + plan.max_staleness >= step {
+                break;
+            }
+            if version_rx.changed().await.is_err() {
+                return;
+            }
+        }
+        while in_flight.len() >= max_in_flight {
+            in_flight.join_next().await;
+        }
+        if tx.is_closed() {
+            return;
+        }
+        let task = ctx
+            .factory
+            .task(Split::Train, rng.next_u64() % 1_000_000_000);
+        let (ctx, reward, params, tx) = (ctx.clone(), reward.clone(), params.clone(), tx.clone());
+        let n = plan.group_size;
+        in_flight.spawn(async move {
+            let mut trajectories = match run_group(&ctx, &task, n, &params, g).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!("rollout of task {} failed: {e}", task.id);
+                    return;
+                }
+            };
+            for t in trajectories.iter_mut() {
+                if let Err(e) = agentrl_reward::apply(reward.as_ref(), t).await {
+                    tracing::error!("reward of task {} failed: {e}", task.id);
+                    return;
+                }
+            }
+            let _ = tx.send(Group { trajectories }).await;
+        });
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn learner_loop(
+    mut learner: Learner,
+    mut metrics: MetricsWriter,
+    mut rx: mpsc::Receiver<Group>,
+    policy: TchPolicy,
+    version_tx: watch::Sender<u64>,
+    handle: tokio::runtime::Handle,
+    cfg: RunConfig,
+    run_dir: PathBuf,
+    start: usize,
+) -> Result<(Learner, MetricsWriter, RlSummary)> {
+    let rl = &cfg.rl;
+    let t_run = Instant::now();
+    let mut summary = RlSummary::default();
+    let progress = crate::progress::bar(rl.steps.saturating_sub(start) as u64, "GRPO");
+    let grpo = GrpoParams {
+        clip_eps: rl.clip_eps,
+        kl_coef: rl.kl_coef,
+        temperature: rl.temperature as f64,
+        grad_clip: rl.grad_clip,
+    };
+    learner.set_lr(rl.lr);
+    let mut last_step_end = Instant::now();
+    for step in start..rl.steps {
+        let version = step as u64;
+        let mut batch: Vec<Trajectory> = Vec::new();
+        let mut idle = 0.0;
+        let mut dropped = 0;
+        let mut groups = 0;
+        while groups < rl.tasks_per_step {
+            let t0 = Instant::now();
+            let group = rx.blocking_recv().ok_or_else(|| {
+                Error::Trainer("the rollout producer stopped before training finished".into())
+            })?;
+            idle += t0.elapsed().as_secs_f64();
+            let oldest = group
+                .trajectories
+                .iter()
+                .map(|t| t.min_policy_version())
+                .min()
+                .unwrap_or(version);
+            if version.saturating_sub(oldest) > cfg.pipeline.max_staleness {
+                dropped += group.trajectories.len();
+                continue;
+            }
+            batch.extend(group.trajectories);
+            groups += 1;
+        }
+        let rewards: Array1<f64> = batch.iter().map(|t| t.reward).collect();
+        let group_ids: Vec<u64> = batch.iter().map(|t| t.group_id).collect();
+        let mut adv = group_advantages(&rewards, &group_ids);
+        if rl.task_normalization {
+            let envs: Vec<&str> = batch.iter().map(|t| t.env_id.as_str()).collect();
+            normalize_per_task(&mut adv, &envs);
+        }
+        let live: Vec<usize> = (0..batch.len()).filter(|&i| adv[i] != 0.0).collect();
+        let stats = if live.is_empty() {
+            Default::default()
+        } else {
+            let trajs: Vec<&Trajectory> = live.iter().map(|&i| &batch[i]).collect();
+            let a: Vec<f64> = live.iter().map(|&i| adv[i]).collect();
+            learner.grpo_step(&trajs, &a, grpo)
+        };
+        let new_version = version + 1;
+        handle.block_on(policy.set_weights(learner.weights(), new_version))?;
+        let _ = version_tx.send(new_version);
+        let staleness: Vec<f64> = batch
+            .iter()
+            .map(|t| version.saturating_sub(t.min_policy_version()) as f64)
+            .collect();
+        let n = batch.len().max(1) as f64;
+        let elapsed = last_step_end.elapsed().as_secs_f64();
+        last_step_end = Instant::now();
+        let generated: usize = batch.iter().map(|t| t.num_generated()).sum();
+        let mut record = serde_json::json!({
+            "kind": "rl_step",
+            "step": step + 1,
+            "policy_version": new_version,
+            "reward_mean": rewards.mean().unwrap_or(0.0),
+            "success_rate": batch.iter().filter(|t| t.success).count() as f64 / n,
+            "loss": stats.loss,
+            "kl": stats.kl,
+            "clip_fraction": stats.clip_fraction,
+            "entropy": stats.entropy,
+            "grad_norm": stats.grad_norm,
+            "trained_trajectories": live.len(),
+            "trained_tokens": stats.tokens,
+            "tokens_per_second": generated as f64 / elapsed.max(1e-9),
+            "staleness_mean": staleness.iter().sum::<f64>() / n,
+            "staleness_max": staleness.iter().copied().fold(0.0, f64::max),
+            "dropped_stale": dropped,
+            "trainer_idle_seconds": idle,
+            "step_seconds": elapsed,
+            "tool_calls_per_episode": batch.iter().map(|t| t.tool_calls as f64).sum::<f64>() / n,
+            "invalid_actions_per_episode": batch.iter().map(|t| t.invalid_actions() as f64).sum::<f64>() / n,
+        });
+        add_reward_parts(&mut record, &batch);
+        metrics.write(&record)?;
+        summary.steps += 1;
+        summary.trajectories += live.len();
+        summary.dropped_stale += dropped;
+        summary.trainer_idle_seconds += idle;
+        progress.inc(1);
+        progress.set_message(format!(
+            "reward {:.2} success {:.2}",
+            record["reward_mean"].as_f64().unwrap_or(0.0),
+            record["success_rate"].as_f64().unwrap_or(0.0)
+        ));
+        if (step + 1) % 5 == 0 || step + 1 == rl.steps {
+            tracing::info!(
+                "rl step {}/{}: reward {:.3}, success {:.3}, loss {:.4}, entropy {:.3}, idle {:.2}s",
+                step + 1,
+                rl.steps,
+                record["reward_mean"].as_f64().unwrap_or(0.0),
+                record["success_rate"].as_f64().unwrap_or(0.0),
+                stats.loss,
+                stats.entropy,
+                idle
+            );
+        }
+        let is_last = step + 1 == rl.steps;
+        if is_last || (rl.checkpoint_every > 0 && (step + 1) % rl.checkpoint_every == 0) {
+            let file = format!("step-{:06}.safetensors", step + 1);
+            learner.save(&checkpoint_dir(&run_dir).join(&file))?;
+            write_latest(
+                &run_dir,
+                &LatestCheckpoint {
+                    step: step + 1,
+                    version: new_version,
+                    file,
+                },
+            )?;
+        }
+    }
+    progress.finish();
+    drop(rx);
+    summary.wall_seconds = t_run.elapsed().as_secs_f64();
+    Ok((learner, metrics, summary))
+}
+
+/// Adds the mean of each named reward part as `reward/NAME`.
+fn add_reward_parts(record: &mut serde_json::Value, batch: &[Trajectory]) {
+    let mut sums: std::collections::BTreeMap<&str, f64> = Default::default();
+    for t in batch {
+        for (k, v) in &t.reward_parts {
+            *sums.entry(k.as_str()).or_default() += v;
+        }
+    }
+    let n = batch.len().max(1) as f64;
+    for (k, v) in sums {
+        record[format!("reward/{k}")] = serde_json::json!(v / n);
+    }
+}

@@ -1,0 +1,319 @@
+//! The run commands behind the `agentrl` binary: SFT warm start, RL, evaluation, the demo.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentrl_core::{Error, Result, SeededRng, Trajectory, read_jsonl, write_jsonl};
+use agentrl_env::{ArithDemonstrator, EnvFactory, Solver, lookup};
+use agentrl_policy::{ChatFormat, TchPolicy, TinyChatFormat};
+use tch::Device;
+
+use crate::checkpoint::read_latest;
+use crate::config::RunConfig;
+use crate::demos::collect_demonstrations;
+use crate::eval::{EvalReport, evaluate};
+use crate::learner::Learner;
+use crate::metrics::{MetricsWriter, read_metrics};
+use crate::pipeline::{RlRun, RlSummary, train_rl};
+use crate::rollout::RolloutContext;
+
+/// The device to train on: the first CUDA device when there is one, else the CPU.
+pub fn default_device() -> Device {
+    if tch::Cuda::is_available() {
+        Device::Cuda(0)
+    } else {
+        Device::Cpu
+    }
+}
+
+/// A configured run: its config, env, chat format, device and directory.
+pub struct Run {
+    /// The configuration.
+    pub config: RunConfig,
+    /// The env factory.
+    pub factory: Arc<dyn EnvFactory>,
+    /// The chat format of the model.
+    pub format: Arc<dyn ChatFormat>,
+    /// Where tensors live.
+    pub device: Device,
+    /// The run directory.
+    pub dir: PathBuf,
+}
+
+impl Run {
+    /// Prepares a run directory (creating it and copying the config into it).
+    pub fn new(config: RunConfig, dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
+        let text = toml::to_string_pretty(&config)
+            .map_err(|e| Error::Config(format!("serialising the config: {e}")))?;
+        let copy = dir.join("config.toml");
+        std::fs::write(&copy, text).map_err(|e| Error::io("writing", &copy, e))?;
+        tch::set_num_threads(config.torch_threads);
+        tch::manual_seed(config.seed as i64);
+        Ok(Run {
+            factory: lookup(&config.env.id)?,
+            format: Arc::new(TinyChatFormat::new()),
+            device: default_device(),
+            dir: dir.to_path_buf(),
+            config,
+        })
+    }
+
+    /// A learner with freshly initialised weights, or loaded from `init`.
+    pub fn learner(&self, lr: f64, init: Option<&Path>) -> Result<Learner> {
+        let gpt = self.config.model.gpt(self.format.vocab_size());
+        let mut learner = Learner::new(gpt, lr, self.device)?;
+        if let Some(path) = init {
+            learner.load(path)?;
+        }
+        Ok(learner)
+    }
+
+    /// A rollout policy serving a copy of the learner's weights.
+    pub fn rollout_policy(&self, learner: &Learner) -> Result<(TchPolicy, RolloutContext)> {
+        let (vs, model) = learner.clone_model()?;
+        let policy = TchPolicy::spawn(
+            vs,
+            model,
+            self.config.pipeline.max_batch,
+            self.config.seed ^ 0x5A5A,
+        )?;
+        let ctx = RolloutContext {
+            factory: self.factory.clone(),
+            policy: Arc::new(policy.clone()),
+            format: self.format.clone(),
+            max_seq_len: self.config.model.max_seq_len,
+        };
+        Ok((policy, ctx))
+    }
+
+    fn metrics(&self) -> Result<MetricsWriter> {
+        MetricsWriter::open(&self.dir.join("metrics.jsonl"))
+    }
+
+    /// Writes the demonstrations file `demos.jsonl` (the imperfect demonstrator on `arith-calc`,
+    /// the reference solver elsewhere) and returns its path.
+    pub async fn write_demonstrations(&self) -> Result<PathBuf> {
+        let cfg = &self.config.sft;
+        let mut solver: Box<dyn Solver> = if self.factory.id() == "arith-calc" {
+            let d = &cfg.demonstrator;
+            Box::new(ArithDemonstrator::new(
+                self.config.seed,
+                d.tool_prob_two_operands,
+                d.tool_prob_three_operands,
+                d.copy_error_prob,
+            ))
+        } else {
+            self.factory.solver(self.config.seed)
+        };
+        let demos = collect_demonstrations(
+            self.factory.as_ref(),
+            solver.as_mut(),
+            self.format.as_ref(),
+            1_000_000_000,
+            cfg.demos,
+        )
+        .await?;
+        let path = self.dir.join("demos.jsonl");
+        write_jsonl(&path, &demos, false)?;
+        let ok = demos.iter().filter(|t| t.success).count();
+        tracing::info!(
+            "wrote {} demonstrations ({} correct) to {}",
+            demos.len(),
+            ok,
+            path.display()
+        );
+        Ok(path)
+    }
+
+    /// Behaviour cloning on the trajectories of `demos` (a JSONL file); returns the learner and
+    /// saves `checkpoints/sft.safetensors`.
+    pub fn sft(&self, demos: &Path) -> Result<Learner> {
+        let (trajectories, bad) = read_jsonl(demos)?;
+        for b in &bad {
+            tracing::warn!("skipping unreadable demonstration: {}", b.message);
+        }
+        let max_seq = self.config.model.max_seq_len;
+        let usable: Vec<&Trajectory> = trajectories
+            .iter()
+            .filter(|t| t.num_tokens() <= max_seq && t.num_generated() > 0)
+            .collect();
+        if usable.is_empty() {
+            return Err(Error::Trainer(format!(
+                "{} has no usable demonstrations (each must fit in {max_seq} tokens)",
+                demos.display()
+            )));
+        }
+        let cfg = &self.config.sft;
+        let mut learner = self.learner(cfg.lr, None)?;
+        let mut metrics = self.metrics()?;
+        let mut rng = SeededRng::from_parts(&[self.config.seed, 0x5F7]);
+        let progress = crate::progress::bar(cfg.steps as u64, "SFT");
+        let t0 = Instant::now();
+        for step in 0..cfg.steps {
+            let progress_frac = step as f64 / cfg.steps.max(1) as f64;
+            let lr =
+                cfg.lr * (0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * progress_frac).cos()));
+            learner.set_lr(lr);
+            let batch: Vec<&Trajectory> = (0..cfg.batch_size)
+                .map(|_| usable[(rng.next_u64() % usable.len() as u64) as usize])
+                .collect();
+            let stats = learner.sft_step(&batch, 1.0);
+            progress.inc(1);
+            if (step + 1) % 25 == 0 || step + 1 == cfg.steps {
+                metrics.write(&serde_json::json!({
+                    "kind": "sft_step", "step": step + 1, "loss": stats.loss, "lr": lr,
+                    "entropy": stats.entropy, "grad_norm": stats.grad_norm,
+                    "seconds": t0.elapsed().as_secs_f64(),
+                }))?;
+                progress.set_message(format!("loss {:.4}", stats.loss));
+            }
+            if (step + 1) % 100 == 0 || step + 1 == cfg.steps {
+                tracing::info!(
+                    "sft step {}/{}: loss {:.4}",
+                    step + 1,
+                    cfg.steps,
+                    stats.loss
+                );
+            }
+        }
+        progress.finish();
+        learner.save(&crate::checkpoint::checkpoint_dir(&self.dir).join("sft.safetensors"))?;
+        Ok(learner)
+    }
+
+    /// Greedy evaluation of the learner's weights on `config.eval.tasks` test tasks.
+    pub async fn evaluate(
+        &self,
+        learner: &Learner,
+        label: &str,
+        step: usize,
+    ) -> Result<EvalReport> {
+        let (_policy, ctx) = self.rollout_policy(learner)?;
+        let (report, trajectories) = evaluate(
+            &ctx,
+            self.config.eval.tasks,
+            self.config.eval.max_new_tokens,
+        )
+        .await?;
+        let samples = self.dir.join("samples");
+        std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
+        write_jsonl(
+            &samples.join(format!("eval_{label}.jsonl")),
+            &trajectories,
+            false,
+        )?;
+        let mut record =
+            serde_json::to_value(&report).map_err(|e| Error::json("evaluation report", e))?;
+        record["kind"] = serde_json::json!("eval");
+        record["label"] = serde_json::json!(label);
+        record["step"] = serde_json::json!(step);
+        self.metrics()?.write(&record)?;
+        tracing::info!(
+            "eval [{label}]: success {:.3} on {} held-out tasks (tool use {:.3})",
+            report.success_rate,
+            report.tasks,
+            report.tool_use_rate
+        );
+        Ok(report)
+    }
+
+    /// GRPO with the async pipeline, starting from `learner` at step `start_step`.
+    pub async fn rl(&self, learner: Learner, start_step: usize) -> Result<(Learner, RlSummary)> {
+        let reward = self.config.reward.build()?;
+        let (policy, ctx) = self.rollout_policy(&learner)?;
+        let mut learner = learner;
+        if self.config.rl.kl_coef > 0.0 {
+            learner.freeze_reference()?;
+        }
+        let run = RlRun {
+            config: self.config.clone(),
+            ctx,
+            policy,
+            reward: Arc::from(reward),
+            run_dir: self.dir.clone(),
+            start_step,
+        };
+        let (learner, _metrics, summary) = train_rl(run, learner, self.metrics()?).await?;
+        Ok((learner, summary))
+    }
+
+    /// The latest RL checkpoint of this run, if any: `(step, file)`.
+    pub fn latest_checkpoint(&self) -> Result<Option<(usize, PathBuf)>> {
+        Ok(read_latest(&self.dir)?.map(|(l, p)| (l.step, p)))
+    }
+
+    /// Draws `learning_curve.png` from `metrics.jsonl`.
+    pub fn plot(&self) -> Result<PathBuf> {
+        let records = read_metrics(&self.dir.join("metrics.jsonl"))?;
+        let out = self.dir.join("learning_curve.png");
+        crate::plot::plot_learning_curve(&records, &out)?;
+        Ok(out)
+    }
+}
+
+/// What `agentrl demo` reports in `summary.json`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DemoSummary {
+    /// Greedy held-out success after SFT.
+    pub eval_success_before_rl: f64,
+    /// Greedy held-out success after RL.
+    pub eval_success_after_rl: f64,
+    /// Held-out tasks per evaluation.
+    pub eval_tasks: usize,
+    /// RL steps run.
+    pub rl_steps: usize,
+    /// Wall seconds of the whole demo.
+    pub wall_seconds: f64,
+    /// Wall seconds of each phase.
+    pub phase_seconds: serde_json::Value,
+    /// Held-out reports in full.
+    pub eval_before: EvalReport,
+    /// Held-out report after RL.
+    pub eval_after: EvalReport,
+    /// RL totals.
+    pub rl: RlSummary,
+}
+
+/// SFT on imperfect demonstrations, evaluation, GRPO, evaluation; writes `summary.json` and
+/// `learning_curve.png` into the run directory.
+pub async fn demo(config: RunConfig, dir: &Path) -> Result<DemoSummary> {
+    if dir.join("metrics.jsonl").exists() {
+        return Err(Error::Config(format!(
+            "{} already holds a run; remove it or pick another --run-dir",
+            dir.display()
+        )));
+    }
+    let t0 = Instant::now();
+    let run = Run::new(config, dir)?;
+    let demos = run.write_demonstrations().await?;
+    let t_demos = t0.elapsed().as_secs_f64();
+    let learner = run.sft(&demos)?;
+    let t_sft = t0.elapsed().as_secs_f64();
+    let before = run.evaluate(&learner, "after_sft", 0).await?;
+    let t_eval1 = t0.elapsed().as_secs_f64();
+    let (learner, rl) = run.rl(learner, 0).await?;
+    let t_rl = t0.elapsed().as_secs_f64();
+    let after = run.evaluate(&learner, "after_rl", rl.steps).await?;
+    let t_eval2 = t0.elapsed().as_secs_f64();
+    run.plot()?;
+    let summary = DemoSummary {
+        eval_success_before_rl: before.success_rate,
+        eval_success_after_rl: after.success_rate,
+        eval_tasks: after.tasks,
+        rl_steps: rl.steps,
+        wall_seconds: t0.elapsed().as_secs_f64(),
+        phase_seconds: serde_json::json!({
+            "demonstrations": t_demos, "sft": t_sft - t_demos, "eval_before": t_eval1 - t_sft,
+            "rl": t_rl - t_eval1, "eval_after": t_eval2 - t_rl,
+        }),
+        eval_before: before,
+        eval_after: after,
+        rl,
+    };
+    let path = dir.join("summary.json");
+    let text = serde_json::to_string_pretty(&summary).map_err(|e| Error::json("summary", e))?;
+    std::fs::write(&path, text).map_err(|e| Error::io("writing", &path, e))?;
+    Ok(summary)
+}

@@ -1,0 +1,46 @@
+//! Shared helpers for the trainer tests: a tiny run config.
+
+#![allow(dead_code)]
+
+use agentrl_trainer::config::RunConfig;
+
+/// A run config small enough for tests (a few seconds on 2 cores in debug).
+pub fn tiny_config(max_staleness: u64) -> RunConfig {
+    let text = format!(
+        r#"
+seed = 3
+torch_threads = 1
+[env]
+id = "arith-calc"
+[model]
+d_model = 32
+n_layers = 1
+n_heads = 2
+max_seq_len = 160
+ffn_mult = 2
+[sft]
+demos = 64
+steps = 20
+batch_size = 8
+lr = 3e-3
+[sft.demonstrator]
+tool_prob_two_operands = 1.0
+tool_prob_three_operands = 1.0
+copy_error_prob = 0.0
+[rl]
+steps = 3
+tasks_per_step = 2
+group_size = 3
+lr = 1e-3
+max_new_tokens = 24
+checkpoint_every = 2
+[pipeline]
+max_staleness = {max_staleness}
+max_batch = 64
+[eval]
+tasks = 6
+max_new_tokens = 24
+"#
+    );
+    RunConfig::from_toml_str(&text, "tiny test config").expect("the test config is valid")
+}

@@ -1,0 +1,112 @@
+//! End to end on a tiny model: SFT, the async pipeline, staleness bound, checkpoints, resume.
+
+mod common;
+
+use agentrl_trainer::checkpoint::read_latest;
+use agentrl_trainer::metrics::read_metrics;
+use agentrl_trainer::run::Run;
+
+async fn rl_run(max_staleness: u64) -> (tempfile::TempDir, Vec<serde_json::Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = Run::new(common::tiny_config(max_staleness), dir.path()).unwrap();
+    let demos = run.write_demonstrations().await.unwrap();
+    let learner = run.sft(&demos).unwrap();
+    assert!(dir.path().join("checkpoints/sft.safetensors").exists());
+    let (learner, summary) = run.rl(learner, 0).await.unwrap();
+    assert_eq!(summary.steps, 3);
+    assert_eq!(
+        summary.dropped_stale, 0,
+        "the producer's gate keeps samples fresh"
+    );
+    let report = run.evaluate(&learner, "after_rl", 3).await.unwrap();
+    assert_eq!(report.tasks, 6);
+    assert!(dir.path().join("samples/eval_after_rl.jsonl").exists());
+    run.plot().unwrap();
+    assert!(dir.path().join("learning_curve.png").exists());
+    let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
+    (dir, records)
+}
+
+fn rl_steps(records: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    records.iter().filter(|r| r["kind"] == "rl_step").collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_pipeline_respects_the_staleness_bound() {
+    let (_dir, records) = rl_run(1).await;
+    let steps = rl_steps(&records);
+    assert_eq!(steps.len(), 3);
+    for (i, r) in steps.iter().enumerate() {
+        assert_eq!(r["step"], i + 1);
+        assert_eq!(r["policy_version"], i + 1);
+        assert!(r["staleness_max"].as_f64().unwrap() <= 1.0, "{r}");
+        for key in [
+            "reward_mean",
+            "success_rate",
+            "loss",
+            "kl",
+            "clip_fraction",
+            "entropy",
+            "tokens_per_second",
+            "trainer_idle_seconds",
+        ] {
+            assert!(r[key].is_number(), "missing {key} in {r}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronous_mode_trains_only_on_fresh_samples() {
+    let (_dir, records) = rl_run(0).await;
+    for r in rl_steps(&records) {
+        assert_eq!(r["staleness_max"].as_f64(), Some(0.0), "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn training_resumes_from_the_latest_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::tiny_config(1);
+    cfg.rl.steps = 2;
+    let run = Run::new(cfg.clone(), dir.path()).unwrap();
+    let learner = run.learner(cfg.rl.lr, None).unwrap();
+    run.rl(learner, 0).await.unwrap();
+    let (latest, file) = read_latest(dir.path()).unwrap().unwrap();
+    assert_eq!((latest.step, latest.version), (2, 2));
+    // A second invocation with more steps continues from step 2.
+    cfg.rl.steps = 4;
+    let run = Run::new(cfg.clone(), dir.path()).unwrap();
+    let (step, path) = run.latest_checkpoint().unwrap().unwrap();
+    assert_eq!((step, path.clone()), (2, file));
+    let learner = run.learner(cfg.rl.lr, Some(&path)).unwrap();
+    let (_, summary) = run.rl(learner, step).await.unwrap();
+    assert_eq!(summary.steps, 2);
+    let (latest, _) = read_latest(dir.path()).unwrap().unwrap();
+    assert_eq!(latest.step, 4);
+    let steps: Vec<u64> = read_metrics(&dir.path().join("metrics.jsonl"))
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "rl_step")
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn a_broken_checkpoint_pointer_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("checkpoints")).unwrap();
+    std::fs::write(
+        dir.path().join("checkpoints/latest.json"),
+        r#"{"step": 5, "version": 5, "file": "step-000005.safetensors"}"#,
+    )
+    .unwrap();
+    let err = read_latest(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("does not exist"), "{err}");
+    std::fs::write(dir.path().join("checkpoints/latest.json"), "{oops").unwrap();
+    let err = read_latest(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("invalid JSON") && err.contains("latest.json"),
+        "{err}"
+    );
+}

@@ -1,0 +1,109 @@
+//! Rollouts of a real (untrained) policy on arith-calc: token-exact trajectories, malformed
+//! output handled as invalid actions, demonstrations tokenised exactly.
+
+use std::sync::Arc;
+
+use agentrl_core::{Outcome, Split, Tool};
+use agentrl_env::{ArithExpert, lookup, run_solver_episode};
+use agentrl_policy::{ByteTokenizer, ChatFormat, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
+use agentrl_tools::Calculator;
+use agentrl_trainer::demos::conversation_to_trajectory;
+use agentrl_trainer::rollout::{RolloutContext, run_group};
+use tch::{Device, nn};
+
+fn context() -> RolloutContext {
+    tch::manual_seed(5);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let cfg = GptConfig {
+        vocab_size: ByteTokenizer::VOCAB_SIZE,
+        d_model: 32,
+        n_layers: 1,
+        n_heads: 2,
+        max_seq_len: 200,
+        ffn_mult: 2,
+        rope_theta: 10_000.0,
+    };
+    let model = TinyGpt::new(&vs.root(), cfg).unwrap();
+    let policy = TchPolicy::spawn(vs, model, 64, 1).unwrap();
+    RolloutContext {
+        factory: lookup("arith-calc").unwrap(),
+        policy: Arc::new(policy),
+        format: Arc::new(TinyChatFormat::new()),
+        max_seq_len: 200,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_policy_episodes_are_token_exact_and_never_crash() {
+    let ctx = context();
+    let task = ctx.factory.task(Split::Train, 0);
+    let params = agentrl_core::SamplingParams {
+        max_new_tokens: 30,
+        ..Default::default()
+    };
+    let group = run_group(&ctx, &task, 6, &params, 42).await.unwrap();
+    assert_eq!(group.len(), 6);
+    for t in &group {
+        assert_eq!(t.group_id, 42);
+        assert!(!t.turns.is_empty());
+        assert!(t.turns.len() <= ctx.factory.max_turns());
+        assert_eq!(t.token_ids().len(), t.loss_mask().len());
+        assert!(t.num_tokens() <= ctx.max_seq_len);
+        // The first injected ids are exactly the rendered prompt.
+        let first_prompt = ctx
+            .format
+            .render_prompt(&t.messages[..1], &[Tool::spec(&Calculator)]);
+        assert_eq!(t.turns[0].injected_ids, first_prompt);
+        for turn in &t.turns {
+            assert_eq!(turn.generated_ids.len(), turn.logprobs.len());
+            assert!(turn.logprobs.iter().all(|lp| *lp <= 0.0 && lp.is_finite()));
+        }
+        // An untrained byte model writes garbage: every turn that is not a valid action is
+        // flagged, and the episode ends by the env (answer) or the turn limit.
+        assert!(
+            matches!(t.outcome, Outcome::Completed | Outcome::Truncated),
+            "{:?}",
+            t.outcome
+        );
+        assert!(!t.success || t.final_answer().is_some());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demonstrations_tokenise_like_a_live_rollout_would() {
+    let factory = lookup("arith-calc").unwrap();
+    let format = TinyChatFormat::new();
+    let task = factory.task(Split::Train, 3);
+    let episode = run_solver_episode(factory.as_ref(), &mut ArithExpert, &task)
+        .await
+        .unwrap();
+    let t = conversation_to_trajectory(
+        &format,
+        &task,
+        &episode.messages,
+        &episode.tools,
+        episode.success,
+    );
+    assert_eq!(t.turns.len(), 2, "tool call, then answer");
+    // Everything up to the last generation equals the prompt the policy would see at the end.
+    let last = t.turns.last().unwrap();
+    let ids = t.token_ids();
+    let before_last = &ids[..ids.len() - last.generated_ids.len()];
+    let n_before = episode.messages.len() - 1;
+    assert_eq!(
+        before_last,
+        format.render_prompt(&episode.messages[..n_before], &episode.tools)
+    );
+    let mask = t.loss_mask();
+    let trained: Vec<u32> = ids
+        .iter()
+        .zip(mask.iter())
+        .filter(|(_, m)| **m == 1.0)
+        .map(|(i, _)| *i)
+        .collect();
+    let decoded = format.decode(&trained);
+    assert!(
+        decoded.contains("calculator{") && decoded.ends_with("<|end|>"),
+        "{decoded}"
+    );
+}
