@@ -65,7 +65,7 @@ fn task_data_has_the_documented_shape() {
             .map(|n| n.parse().unwrap())
             .collect();
         assert_eq!(numbers.len() as u64, operands);
-        assert!(numbers.iter().all(|n| (10..=999).contains(n)), "{expr}");
+        assert!(numbers.iter().all(|n| (10..=99).contains(n)), "{expr}");
         assert!(
             expr.chars()
                 .all(|c| c.is_ascii_digit() || "+-*".contains(c))

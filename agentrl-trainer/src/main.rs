@@ -68,6 +68,9 @@ enum Command {
         /// Run directory.
         #[arg(long)]
         run_dir: PathBuf,
+        /// Delete the run directory first (it must look like a run: hold metrics.jsonl or be empty).
+        #[arg(long)]
+        fresh: bool,
     },
 }
 
@@ -180,7 +183,14 @@ async fn run(command: Command) -> Result<()> {
                 serde_json::to_string_pretty(&report).map_err(|e| Error::json("report", e))?
             );
         }
-        Command::Demo { config, run_dir } => {
+        Command::Demo {
+            config,
+            run_dir,
+            fresh,
+        } => {
+            if fresh {
+                remove_previous_run(&run_dir)?;
+            }
             let summary = demo(RunConfig::load(&config)?, &run_dir).await?;
             println!(
                 "held-out success: {:.3} after SFT -> {:.3} after {} RL steps ({} tasks); {:.0} s",
@@ -194,6 +204,25 @@ async fn run(command: Command) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Removes a previous run directory, refusing folders that do not look like runs.
+fn remove_previous_run(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let is_run = dir.join("metrics.jsonl").exists() || dir.join("config.toml").exists();
+    let is_empty = std::fs::read_dir(dir)
+        .map_err(|e| Error::io("reading", dir, e))?
+        .next()
+        .is_none();
+    if !is_run && !is_empty {
+        return Err(Error::Config(format!(
+            "--fresh refuses to delete {}: it does not look like a run directory",
+            dir.display()
+        )));
+    }
+    std::fs::remove_dir_all(dir).map_err(|e| Error::io("removing", dir, e))
 }
 
 fn crate_path(p: &Path) -> String {

@@ -35,6 +35,12 @@ pub fn plot_learning_curve(records: &[serde_json::Value], out: &Path) -> Result<
     let reward = series("rl_step", "reward_mean");
     let success = series("rl_step", "success_rate");
     let eval = series("eval", "success_rate");
+    let top = reward
+        .iter()
+        .chain(success.iter())
+        .map(|p| p.1)
+        .fold(1.0, f64::max)
+        + 0.05;
     let max_step = reward
         .iter()
         .chain(eval.iter())
@@ -48,7 +54,7 @@ pub fn plot_learning_curve(records: &[serde_json::Value], out: &Path) -> Result<
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
-        .build_cartesian_2d(0f64..max_step, 0f64..1.05f64)
+        .build_cartesian_2d(0f64..max_step, 0f64..top)
         .map_err(|e| err(e.to_string()))?;
     chart
         .configure_mesh()

@@ -182,6 +182,7 @@ fn cmd_demo(args: &[OsString]) -> Result<()> {
         "configs/demo.toml",
         "--run-dir",
         "runs/demo",
+        "--fresh",
     ]);
     run("agentrl demo", &mut demo)?;
 

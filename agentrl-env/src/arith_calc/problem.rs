@@ -11,7 +11,7 @@ use super::ARITH_CALC_ID;
 /// Smallest operand a generated expression uses.
 const MIN_OPERAND: i64 = 10;
 /// Largest operand a generated expression uses.
-const MAX_OPERAND: i64 = 999;
+const MAX_OPERAND: i64 = 99;
 
 /// A binary operator of an expression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub struct Expression {
 }
 
 impl Expression {
-    /// A random expression: 2 or 3 operands (equally likely) in `10..=999`, uniform operators.
+    /// A random expression: 2 or 3 operands (equally likely) in `10..=99`, uniform operators.
     pub fn random(rng: &mut SeededRng) -> Self {
         let operands = rng.range(2, 3);
         let first = rng.range(MIN_OPERAND, MAX_OPERAND);

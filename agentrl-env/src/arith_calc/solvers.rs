@@ -67,8 +67,10 @@ impl Solver for ArithExpert {
 /// An SFT warm start on perfect demonstrations would leave RL little to learn; this one is
 /// right only as often as its probabilities allow, so the fine-tuned model starts with room to
 /// improve. Once per task (on its first turn) it decides whether to use the calculator, with a
-/// probability that depends on the number of operands. Without the tool it answers with a wrong
-/// guess (the true answer with one digit changed, never accidentally right); with it, it calls
+/// probability that depends on the number of operands. Without the tool it answers from memory,
+/// `My guess: N`, with a wrong `N` (the true answer with one digit changed, never accidentally
+/// right) — a habit that starts with its own words, so a cloned policy keeps it even under
+/// greedy decoding; with the tool it calls
 /// the calculator like [`ArithExpert`] and copies the result, changing one digit with
 /// probability `copy_error_prob`. Probabilities outside `[0, 1]` act as the nearest bound.
 #[derive(Debug, Clone)]
@@ -130,7 +132,7 @@ impl Solver for ArithDemonstrator {
         let true_answer = problem.answer.to_string();
         if !self.uses_tool(task, &problem, history) {
             let guess = change_one_digit(&true_answer, &mut self.rng).unwrap_or(true_answer);
-            return Message::assistant(guess);
+            return Message::assistant(format!("My guess: {guess}"));
         }
         if !has_called_tool(history) {
             return call_calculator(&problem.expression);
