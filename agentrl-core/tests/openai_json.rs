@@ -136,7 +136,7 @@ fn jsonl_reports_broken_lines_and_keeps_the_rest() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("t.jsonl");
     let t = sample_trajectory();
-    write_jsonl(&path, &[t.clone()], false).unwrap();
+    write_jsonl(&path, std::slice::from_ref(&t), false).unwrap();
     std::fs::OpenOptions::new()
         .append(true)
         .open(&path)
@@ -145,7 +145,7 @@ fn jsonl_reports_broken_lines_and_keeps_the_rest() {
             writeln!(f, "{{not json").unwrap();
         })
         .unwrap();
-    write_jsonl(&path, &[t.clone()], true).unwrap();
+    write_jsonl(&path, std::slice::from_ref(&t), true).unwrap();
     let (good, bad) = read_jsonl(&path).unwrap();
     assert_eq!(good, vec![t.clone(), t]);
     assert_eq!(bad.len(), 1);

@@ -39,7 +39,9 @@ impl GptConfig {
         if self.vocab_size == 0 || self.d_model == 0 || self.n_layers == 0 || self.n_heads == 0 {
             return bad("vocab_size, d_model, n_layers and n_heads must be positive");
         }
-        if self.d_model % self.n_heads != 0 || (self.d_model / self.n_heads) % 2 != 0 {
+        if !self.d_model.is_multiple_of(self.n_heads)
+            || !(self.d_model / self.n_heads).is_multiple_of(2)
+        {
             return bad("n_heads must divide d_model into an even head size");
         }
         if !(self.rope_theta > 1.0 && self.rope_theta.is_finite()) {
@@ -201,11 +203,11 @@ impl TinyGpt {
                 false,
             );
             let att = att.transpose(1, 2).contiguous().view([b, t, d]);
-            x = x + block.proj.forward(&att);
+            x += block.proj.forward(&att);
             let mlp = block
                 .fc2
                 .forward(&block.fc1.forward(&block.ln2.forward(&x)).gelu("none"));
-            x = x + mlp;
+            x += mlp;
         }
         self.head.forward(&self.ln_f.forward(&x))
     }

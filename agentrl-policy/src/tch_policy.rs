@@ -246,9 +246,8 @@ fn run_batch(model: &TinyGpt, jobs: Vec<Job>, version: &AtomicU64, seeds: &mut S
             }
         }
         Err(e) if jobs.len() == 1 => {
-            for (_, reply) in jobs {
+            if let Some((_, reply)) = jobs.into_iter().next() {
                 let _ = reply.send(Err(e));
-                break;
             }
         }
         Err(_) => {

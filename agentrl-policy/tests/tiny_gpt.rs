@@ -35,7 +35,12 @@ fn cached_generation_logprobs_equal_the_full_forward() {
     let prompt = vec![1u32, 5, 7, 9];
     let params = sampled(10, 42);
     let g = m
-        .generate(&[prompt.clone()], &[params], &mut [SeededRng::new(42)], 3)
+        .generate(
+            std::slice::from_ref(&prompt),
+            &[params],
+            &mut [SeededRng::new(42)],
+            3,
+        )
         .unwrap()
         .remove(0);
     assert_eq!(g.ids.len(), 10);
@@ -61,7 +66,12 @@ fn left_padding_does_not_change_a_row() {
     let long = vec![1u32, 2, 3, 4, 5, 6, 7, 8, 9];
     let p = SamplingParams::greedy(6);
     let alone = m
-        .generate(&[short.clone()], &[p.clone()], &mut [SeededRng::new(0)], 0)
+        .generate(
+            std::slice::from_ref(&short),
+            std::slice::from_ref(&p),
+            &mut [SeededRng::new(0)],
+            0,
+        )
         .unwrap();
     let batched = m
         .generate(
@@ -84,7 +94,7 @@ fn stop_ids_context_limit_and_bad_ids() {
     let first = m
         .generate(
             &[vec![1, 2]],
-            &[greedy.clone()],
+            std::slice::from_ref(&greedy),
             &mut [SeededRng::new(0)],
             0,
         )
@@ -102,7 +112,12 @@ fn stop_ids_context_limit_and_bad_ids() {
     // A prompt that fills the context generates nothing.
     let full = vec![1u32; 32];
     let g = m
-        .generate(&[full], &[greedy.clone()], &mut [SeededRng::new(0)], 0)
+        .generate(
+            &[full],
+            std::slice::from_ref(&greedy),
+            &mut [SeededRng::new(0)],
+            0,
+        )
         .unwrap();
     assert!(g[0].ids.is_empty());
     assert_eq!(g[0].finish, FinishReason::Length);

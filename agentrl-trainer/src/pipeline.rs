@@ -294,6 +294,10 @@ fn learner_loop(
         }
         let is_last = step + 1 == rl.steps;
         if is_last || (rl.checkpoint_every > 0 && (step + 1) % rl.checkpoint_every == 0) {
+            let samples = run_dir.join("samples");
+            std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
+            let sample_file = samples.join(format!("rl_step_{:06}.jsonl", step + 1));
+            agentrl_core::write_jsonl(&sample_file, &batch, false)?;
             let file = format!("step-{:06}.safetensors", step + 1);
             learner.save(&checkpoint_dir(&run_dir).join(&file))?;
             write_latest(

@@ -21,6 +21,14 @@ async fn rl_run(max_staleness: u64) -> (tempfile::TempDir, Vec<serde_json::Value
     let report = run.evaluate(&learner, "after_rl", 3).await.unwrap();
     assert_eq!(report.tasks, 6);
     assert!(dir.path().join("samples/eval_after_rl.jsonl").exists());
+    let (sampled, bad) =
+        agentrl_core::read_jsonl(&dir.path().join("samples/rl_step_000003.jsonl")).unwrap();
+    assert!(bad.is_empty());
+    assert_eq!(
+        sampled.len(),
+        2 * 3,
+        "tasks_per_step x group_size trajectories"
+    );
     run.plot().unwrap();
     assert!(dir.path().join("learning_curve.png").exists());
     let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();

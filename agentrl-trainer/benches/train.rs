@@ -1,0 +1,128 @@
+//! Trainer benchmarks: advantages, a GRPO update of the demo model, and concurrent rollouts
+//! through the batched policy thread.
+
+use std::sync::Arc;
+
+use agentrl_core::{SamplingParams, Split, Trajectory};
+use agentrl_env::{ArithExpert, lookup, run_solver_episode};
+use agentrl_policy::{ByteTokenizer, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
+use agentrl_trainer::advantage::{group_advantages, normalize_per_task};
+use agentrl_trainer::demos::conversation_to_trajectory;
+use agentrl_trainer::learner::{GrpoParams, Learner};
+use agentrl_trainer::rollout::{RolloutContext, run_many};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ndarray::Array1;
+use tch::{Device, nn};
+
+fn demo_model() -> GptConfig {
+    GptConfig {
+        vocab_size: ByteTokenizer::VOCAB_SIZE,
+        d_model: 96,
+        n_layers: 3,
+        n_heads: 4,
+        max_seq_len: 160,
+        ffn_mult: 4,
+        rope_theta: 10_000.0,
+    }
+}
+
+fn expert_trajectories(rt: &tokio::runtime::Runtime, n: u64) -> Vec<Trajectory> {
+    let factory = lookup("arith-calc").expect("registered env");
+    let fmt = TinyChatFormat::new();
+    rt.block_on(async {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let task = factory.task(Split::Train, i);
+            let ep = run_solver_episode(factory.as_ref(), &mut ArithExpert, &task)
+                .await
+                .expect("expert episode");
+            let mut t =
+                conversation_to_trajectory(&fmt, &task, &ep.messages, &ep.tools, ep.success);
+            t.group_id = i / 8;
+            out.push(t);
+        }
+        out
+    })
+}
+
+fn advantages(c: &mut Criterion) {
+    let rewards: Array1<f64> = (0..1024).map(|i| ((i * 7919) % 13) as f64 / 13.0).collect();
+    let groups: Vec<u64> = (0..1024).map(|i| i / 8).collect();
+    let tasks: Vec<&str> = (0..1024)
+        .map(|i| if i % 2 == 0 { "a" } else { "b" })
+        .collect();
+    let mut g = c.benchmark_group("advantage");
+    g.throughput(Throughput::Elements(1024));
+    g.bench_function("group_and_task_norm_1024", |b| {
+        b.iter(|| {
+            let mut a = group_advantages(&rewards, &groups);
+            normalize_per_task(&mut a, &tasks);
+            a
+        })
+    });
+    g.finish();
+}
+
+fn grpo_update(c: &mut Criterion) {
+    tch::set_num_threads(2);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let batch = expert_trajectories(&rt, 128);
+    let refs: Vec<&Trajectory> = batch.iter().collect();
+    let adv: Vec<f64> = (0..128)
+        .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+        .collect();
+    let mut learner = Learner::new(demo_model(), 1e-5, Device::Cpu).expect("learner");
+    let params = GrpoParams {
+        clip_eps: 0.2,
+        kl_coef: 0.0,
+        temperature: 1.0,
+        grad_clip: 1.0,
+    };
+    let mut g = c.benchmark_group("learner");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(128));
+    g.bench_function("grpo_step_128_trajectories", |b| {
+        b.iter(|| learner.grpo_step(&refs, &adv, params))
+    });
+    g.bench_function("sft_step_128_trajectories", |b| {
+        b.iter(|| learner.sft_step(&refs, 1.0))
+    });
+    g.finish();
+}
+
+fn rollouts(c: &mut Criterion) {
+    tch::set_num_threads(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = TinyGpt::new(&vs.root(), demo_model()).expect("model");
+    let ctx = RolloutContext {
+        factory: lookup("arith-calc").expect("registered env"),
+        policy: Arc::new(TchPolicy::spawn(vs, model, 256, 0).expect("policy thread")),
+        format: Arc::new(TinyChatFormat::new()),
+        max_seq_len: 160,
+    };
+    let tasks: Vec<_> = (0..128u64)
+        .map(|i| (ctx.factory.task(Split::Train, i), i / 8))
+        .collect();
+    let params = SamplingParams {
+        max_new_tokens: 40,
+        ..Default::default()
+    };
+    let mut g = c.benchmark_group("rollout");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(128));
+    g.bench_function("arith_calc_128_episodes_untrained_policy", |b| {
+        b.iter(|| {
+            rt.block_on(run_many(&ctx, tasks.clone(), &params))
+                .expect("rollouts")
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, advantages, grpo_update, rollouts);
+criterion_main!(benches);
