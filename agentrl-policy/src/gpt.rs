@@ -203,11 +203,12 @@ impl TinyGpt {
                 false,
             );
             let att = att.transpose(1, 2).contiguous().view([b, t, d]);
-            x += block.proj.forward(&att);
+            // Not `+=`: an in-place add would overwrite a tensor autograd still needs.
+            x = &x + block.proj.forward(&att);
             let mlp = block
                 .fc2
                 .forward(&block.fc1.forward(&block.ln2.forward(&x)).gelu("none"));
-            x += mlp;
+            x = &x + mlp;
         }
         self.head.forward(&self.ln_f.forward(&x))
     }

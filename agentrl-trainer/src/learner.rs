@@ -227,7 +227,7 @@ impl Learner {
             let k3 = d.exp() - &d - 1.0;
             let kl = (&k3 * mask).sum(Kind::Float) / &denom;
             kl_value = kl.double_value(&[]);
-            loss += kl * p.kl_coef;
+            loss = &loss + kl * p.kl_coef;
         }
         let clipped = tch::no_grad(|| {
             let c = (&ratio - 1.0).abs().gt(p.clip_eps).to_kind(Kind::Float);
