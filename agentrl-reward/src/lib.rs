@@ -1,9 +1,21 @@
 //! # agentrl-reward
 //!
-//! Reward functions that score finished AgentRL [`Trajectory`](agentrl_core::Trajectory)s:
-//! task outcome, action format, incompleteness and length penalties, and a [`WeightedSum`]
-//! composer, all buildable from a config file through [`RewardConfig`]. Every function reports
-//! a breakdown whose parts are keyed by its name, so metrics can show where reward came from.
+//! Reward functions that score finished AgentRL [`Trajectory`](agentrl_core::Trajectory)s, and
+//! composers that combine them, all buildable from a run's `[reward]` TOML tree through
+//! [`RewardConfig`] or usable directly from Rust.
+//!
+//! - From the env: [`OutcomeReward`] (solved or not), [`ScoreReward`] (graded score),
+//!   [`TurnShaping`] (discounted per-turn env rewards).
+//! - Rules: [`FormatReward`], [`ToolFormat`] (calls parse, name real tools, an answer is given),
+//!   [`Efficiency`] (fewer turns, tokens or tool calls), [`LengthPenalty`] and [`Length`]
+//!   (budgets in tokens or characters), [`IncompletePunishment`].
+//! - Execution: [`Execution`] over an [`ExecutionCheck`] such as [`CommandCheck`].
+//! - Models: [`LlmJudge`] over any [`JudgeBackend`], with robust [`parse_score`], a cache, a
+//!   concurrency limit and a time-out with a counted fallback.
+//! - Composers: [`WeightedSum`], [`Gate`], [`Clip`], [`ScaleOffset`], [`RunningNorm`].
+//!
+//! Every function reports a breakdown whose parts are keyed by its name, so metrics can show
+//! where reward came from.
 //!
 //! ```
 //! use agentrl_core::{Outcome, Split, Trajectory};
@@ -23,18 +35,42 @@
 //! assert_eq!(t.reward_parts["format"], 0.0); // no turns
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod apply;
+pub mod clip;
 pub mod config;
+pub mod efficiency;
+pub mod execution;
 pub mod format;
+pub mod gate;
 pub mod incomplete;
+pub mod judge;
 pub mod length;
+pub mod length_budget;
 pub mod outcome;
+pub mod running_norm;
+pub mod scale_offset;
+pub mod score;
+pub mod tool_format;
+pub mod turn_shaping;
 pub mod weighted;
 
 pub use apply::apply;
-pub use config::{RewardConfig, WeightedTermConfig};
+pub use clip::Clip;
+pub use config::{RewardConfig, RewardContext, WeightedTermConfig};
+pub use efficiency::{Efficiency, EfficiencyMeasure};
+pub use execution::{CommandCheck, Execution, ExecutionCheck};
 pub use format::FormatReward;
+pub use gate::Gate;
 pub use incomplete::IncompletePunishment;
+pub use judge::{JudgeBackend, JudgeSettings, LlmJudge, ScoreScale, parse_score};
 pub use length::LengthPenalty;
+pub use length_budget::{Length, LengthUnit};
 pub use outcome::OutcomeReward;
+pub use running_norm::{RunningNorm, RunningStats};
+pub use scale_offset::ScaleOffset;
+pub use score::ScoreReward;
+pub use tool_format::ToolFormat;
+pub use turn_shaping::TurnShaping;
 pub use weighted::WeightedSum;

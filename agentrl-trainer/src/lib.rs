@@ -4,7 +4,8 @@
 //! policy ([`rollout`]), behaviour cloning from demonstrations ([`demos`], [`learner`]), GRPO with
 //! group advantages and task normalisation ([`advantage`]), the fully asynchronous rollout → train
 //! pipeline with a staleness bound ([`pipeline`]), checkpoints, metrics, evaluation, plots, and
-//! the `agentrl` binary ([`run`]).
+//! the `agentrl` binary ([`run`]), offline re-scoring of saved trajectories ([`rescore`]) and
+//! judge backends over policies for LLM-judged rewards ([`judge`]).
 //!
 //! ```no_run
 //! use agentrl_trainer::{config::RunConfig, run::demo};
@@ -21,10 +22,12 @@ pub mod checkpoint;
 pub mod config;
 pub mod demos;
 pub mod eval;
+pub mod judge;
 pub mod learner;
 pub mod metrics;
 pub mod pipeline;
 pub mod plot;
 pub mod progress;
+pub mod rescore;
 pub mod rollout;
 pub mod run;

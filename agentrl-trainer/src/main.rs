@@ -72,6 +72,22 @@ enum Command {
         #[arg(long)]
         fresh: bool,
     },
+    /// Re-scores saved trajectories with the config's [reward] tree: one JSON line per
+    /// trajectory ({task_id, group_id, total, parts}); bad lines and a summary go to stderr.
+    Reward {
+        /// Run config (TOML) whose [reward] tree is used.
+        #[arg(long)]
+        config: PathBuf,
+        /// Trajectories to score (JSONL).
+        #[arg(long)]
+        trajectories: PathBuf,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Weights of the run's model shape for an llm_judge in the reward tree.
+        #[arg(long)]
+        judge_checkpoint: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -201,6 +217,21 @@ async fn run(command: Command) -> Result<()> {
                 summary.wall_seconds
             );
             println!("summary: {}", crate_path(&run_dir.join("summary.json")));
+        }
+        Command::Reward {
+            config,
+            trajectories,
+            out,
+            judge_checkpoint,
+        } => {
+            existing(&trajectories, "trajectories file")?;
+            let args = agentrl_trainer::rescore::RescoreArgs {
+                config,
+                trajectories,
+                out,
+                judge_checkpoint,
+            };
+            agentrl_trainer::rescore::run_rescore(&args, &mut std::io::stderr()).await?;
         }
     }
     Ok(())

@@ -1,0 +1,52 @@
+//! Clamping a reward's total into a range.
+
+use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
+use async_trait::async_trait;
+
+/// `clamp(reward.total, min, max)`; the parts are the reward's own. Requires `min <= max`.
+pub struct Clip {
+    /// The clipped reward.
+    pub reward: Box<dyn RewardFn>,
+    /// Lower bound.
+    pub min: f64,
+    /// Upper bound.
+    pub max: f64,
+}
+
+impl Clip {
+    /// Name of the composer.
+    pub const NAME: &'static str = "clip";
+
+    /// `reward` clamped into `[min, max]`.
+    pub fn new(reward: impl RewardFn + 'static, min: f64, max: f64) -> Self {
+        Clip {
+            reward: Box::new(reward),
+            min,
+            max,
+        }
+    }
+}
+
+impl std::fmt::Debug for Clip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clip")
+            .field("reward", &self.reward.name())
+            .field("min", &self.min)
+            .field("max", &self.max)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl RewardFn for Clip {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    async fn score(&self, trajectory: &Trajectory) -> Result<RewardBreakdown> {
+        let mut inner = self.reward.score(trajectory).await?;
+        // Not f64::clamp: it panics when min > max, which a struct literal could build.
+        inner.total = inner.total.max(self.min).min(self.max);
+        Ok(inner)
+    }
+}

@@ -1,0 +1,120 @@
+//! Running normalisation of a reward over everything it has scored.
+
+use std::sync::Mutex;
+
+use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
+use async_trait::async_trait;
+
+/// Count, mean and sum of squared deviations (Welford), for [`RunningNorm`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunningStats {
+    /// Values seen.
+    pub count: u64,
+    /// Their mean.
+    pub mean: f64,
+    /// Sum of squared deviations from the mean.
+    pub m2: f64,
+}
+
+impl RunningStats {
+    /// Adds a value.
+    pub fn push(&mut self, value: f64) {
+        self.count += 1;
+        let delta = value - self.mean;
+        self.mean += delta / self.count as f64;
+        self.m2 += delta * (value - self.mean);
+    }
+
+    /// Population standard deviation (0 with fewer than two values).
+    pub fn std(&self) -> f64 {
+        if self.count < 2 {
+            0.0
+        } else {
+            (self.m2 / self.count as f64).sqrt()
+        }
+    }
+}
+
+/// `(reward.total − mean) / (std + eps)` with the mean and standard deviation of every total
+/// this value has scored so far, the current one included; the parts are the reward's own.
+///
+/// **Stateful**: the statistics live behind a mutex inside this value and grow with every
+/// call, so the same trajectory scores differently over time, and two built copies of one
+/// config normalise independently. The first trajectory always scores 0.
+pub struct RunningNorm {
+    /// The normalised reward.
+    pub reward: Box<dyn RewardFn>,
+    /// Added to the standard deviation to avoid dividing by zero (> 0).
+    pub eps: f64,
+    stats: Mutex<RunningStats>,
+}
+
+impl RunningNorm {
+    /// Name of the composer.
+    pub const NAME: &'static str = "running_norm";
+
+    /// Normalises `reward` with a fresh state.
+    pub fn new(reward: impl RewardFn + 'static, eps: f64) -> Self {
+        Self::from_boxed(Box::new(reward), eps)
+    }
+
+    /// Normalises an already boxed reward with a fresh state.
+    pub fn from_boxed(reward: Box<dyn RewardFn>, eps: f64) -> Self {
+        RunningNorm {
+            reward,
+            eps,
+            stats: Mutex::new(RunningStats::default()),
+        }
+    }
+
+    /// A copy of the statistics so far.
+    pub fn stats(&self) -> RunningStats {
+        match self.stats.lock() {
+            Ok(stats) => *stats,
+            Err(poisoned) => *poisoned.into_inner(),
+        }
+    }
+}
+
+impl std::fmt::Debug for RunningNorm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningNorm")
+            .field("reward", &self.reward.name())
+            .field("eps", &self.eps)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl RewardFn for RunningNorm {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    async fn score(&self, trajectory: &Trajectory) -> Result<RewardBreakdown> {
+        let mut inner = self.reward.score(trajectory).await?;
+        if !inner.total.is_finite() {
+            return Err(Error::Reward {
+                name: Self::NAME.to_string(),
+                message: format!(
+                    "`{}` returned a non-finite total ({}); it is not added to the statistics",
+                    self.reward.name(),
+                    inner.total
+                ),
+            });
+        }
+        let (mean, std) = {
+            // A panic while holding the lock cannot leave the stats half-updated in a way that
+            // matters more than losing one sample, so a poisoned lock is used as is.
+            let mut stats = match self.stats.lock() {
+                Ok(stats) => stats,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            stats.push(inner.total);
+            (stats.mean, stats.std())
+        };
+        inner.total = (inner.total - mean) / (std + self.eps);
+        Ok(inner)
+    }
+}
