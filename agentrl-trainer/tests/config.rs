@@ -42,14 +42,24 @@ fn bad_configs_name_the_problem() {
     let cases = [
         (set(base, "rl", "group_size", "1"), "group_size"),
         (set(base, "rl", "lr", "-1.0"), "rl.lr"),
-        (set(base, "sft.demonstrator", "copy_error_prob", "1.5"), "copy_error_prob"),
+        (
+            set(base, "sft.demonstrator", "copy_error_prob", "1.5"),
+            "copy_error_prob",
+        ),
         (set(base, "rl", "bogus", "1"), "bogus"),
         (set(base, "model", "d_model", "\"wide\""), "d_model"),
     ];
     for (text, needle) in cases {
-        let err = RunConfig::from_toml_str(&text, "demo.toml").unwrap_err().to_string();
-        assert!(err.contains(needle) && err.contains("demo.toml"), "{needle}: {err}");
+        let err = RunConfig::from_toml_str(&text, "demo.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(needle) && err.contains("demo.toml"),
+            "{needle}: {err}"
+        );
     }
-    let missing = RunConfig::load(std::path::Path::new("no/such/run.toml")).unwrap_err().to_string();
+    let missing = RunConfig::load(std::path::Path::new("no/such/run.toml"))
+        .unwrap_err()
+        .to_string();
     assert!(missing.contains("no/such/run.toml"), "{missing}");
 }
