@@ -16,6 +16,8 @@
 //! assert_eq!(back.tool_calls[0].function.parse_arguments().unwrap()["expression"], "6*7");
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod env;
 pub mod error;
 pub mod message;

@@ -21,6 +21,8 @@
 //! assert!(!prompt.is_empty());
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod chat;
 pub mod sampling;
 pub mod tokenizer;

@@ -19,6 +19,8 @@
 //! assert!(outcome.error.is_none());
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod calculator;
 pub mod toolbox;
 

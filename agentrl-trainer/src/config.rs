@@ -34,6 +34,9 @@ pub struct RunConfig {
     /// Reward composition.
     #[serde(default = "default_reward")]
     pub reward: RewardConfig,
+    /// Weights (of the `[model]` shape) of the grader, when the reward tree has an `llm_judge`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_checkpoint: Option<std::path::PathBuf>,
 }
 
 fn default_threads() -> i32 {

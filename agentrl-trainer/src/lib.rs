@@ -17,6 +17,8 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod advantage;
 pub mod checkpoint;
 pub mod config;

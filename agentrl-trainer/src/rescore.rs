@@ -132,8 +132,9 @@ pub fn build_reward(config: &RunConfig, judge_checkpoint: Option<&Path>) -> Resu
     }
     let Some(checkpoint) = judge_checkpoint else {
         return Err(Error::Config(
-            "the [reward] tree has an llm_judge: pass --judge-checkpoint FILE (safetensors \
-             weights of the run's [model] shape) to grade with"
+            "the [reward] tree has an llm_judge: set `judge_checkpoint` in the run config \
+             (or pass --judge-checkpoint FILE to `agentrl reward`): safetensors weights of the \
+             run's [model] shape to grade with"
                 .into(),
         ));
     };

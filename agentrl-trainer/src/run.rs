@@ -221,7 +221,8 @@ impl Run {
 
     /// GRPO with the async pipeline, starting from `learner` at step `start_step`.
     pub async fn rl(&self, learner: Learner, start_step: usize) -> Result<(Learner, RlSummary)> {
-        let reward = self.config.reward.build()?;
+        let (reward, _judge) =
+            crate::rescore::build_reward(&self.config, self.config.judge_checkpoint.as_deref())?;
         let (policy, ctx) = self.rollout_policy(&learner)?;
         let mut learner = learner;
         if self.config.rl.kl_coef > 0.0 {
@@ -231,7 +232,7 @@ impl Run {
             config: self.config.clone(),
             ctx,
             policy,
-            reward: Arc::from(reward),
+            reward,
             run_dir: self.dir.clone(),
             start_step,
         };

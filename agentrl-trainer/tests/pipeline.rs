@@ -118,3 +118,49 @@ fn a_broken_checkpoint_pointer_is_a_clear_error() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn training_with_an_llm_judge_grades_every_rollout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::tiny_config(1);
+    cfg.rl.steps = 2;
+    // The judge is a model of the run's shape; here the (untrained) initial weights.
+    let run = Run::new(cfg.clone(), dir.path()).unwrap();
+    let judge_weights = dir.path().join("judge.safetensors");
+    run.learner(cfg.rl.lr, None)
+        .unwrap()
+        .save(&judge_weights)
+        .unwrap();
+    let reward = r#"
+type = "weighted_sum"
+[[terms]]
+weight = 1.0
+reward = { type = "outcome" }
+[[terms]]
+weight = 0.5
+reward = { type = "llm_judge", rubric = "Rate the answer from 0 to 10.", scale_min = 0, scale_max = 10, fallback = 0.0, timeout_ms = 30000 }
+"#;
+    cfg.reward = toml::from_str(reward).unwrap();
+    // Without weights for the judge the run refuses to start, saying what to set.
+    let err = match Run::new(cfg.clone(), dir.path())
+        .unwrap()
+        .rl(run.learner(cfg.rl.lr, None).unwrap(), 0)
+        .await
+    {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a judge without weights must be refused"),
+    };
+    assert!(err.contains("judge_checkpoint"), "{err}");
+    cfg.judge_checkpoint = Some(judge_weights);
+    let run = Run::new(cfg.clone(), dir.path()).unwrap();
+    let (_, summary) = run
+        .rl(run.learner(cfg.rl.lr, None).unwrap(), 0)
+        .await
+        .unwrap();
+    assert_eq!(summary.steps, 2);
+    let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
+    for r in rl_steps(&records) {
+        assert!(r["reward/judge"].is_number(), "{r}");
+        assert!(r["reward/judge_fallback"].is_number(), "{r}");
+    }
+}
