@@ -18,11 +18,23 @@
 //! assert_eq!(outcome.message.text(), "0.125");
 //! assert!(outcome.error.is_none());
 //! ```
+//!
+//! Beyond the calculator: [`files`] (`read_file`, `write_file`, `list_dir`, confined to the
+//! session workspace), [`exec`] (`shell` and `python`, run in the bubblewrap [`sandbox`]) and
+//! [`standard_toolbox`] with all of them.
 
 #![warn(missing_docs)]
 
 pub mod calculator;
+pub mod exec;
+pub mod files;
+pub mod sandbox;
+pub mod standard;
 pub mod toolbox;
 
 pub use calculator::{CalcError, Calculator, Number, evaluate};
+pub use exec::{Python, Shell};
+pub use files::{FileLimits, ListDir, ReadFile, WriteFile};
+pub use sandbox::{Sandbox, SandboxConfig, SandboxError, SandboxLimits};
+pub use standard::standard_toolbox;
 pub use toolbox::{ToolBox, ToolLimits, ToolOutcome};

@@ -8,6 +8,8 @@ use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::run::{Run, demo};
 use clap::{Parser, Subcommand};
 
+mod tool_cli;
+
 #[derive(Parser)]
 #[command(
     name = "agentrl",
@@ -87,6 +89,11 @@ enum Command {
         /// Weights of the run's model shape for an llm_judge in the reward tree.
         #[arg(long)]
         judge_checkpoint: Option<PathBuf>,
+    },
+    /// Lists the standard tools, or calls one with JSON arguments (`tool call NAME 'JSON'`).
+    Tool {
+        #[command(subcommand)]
+        command: tool_cli::ToolCommand,
     },
 }
 
@@ -233,6 +240,7 @@ async fn run(command: Command) -> Result<()> {
             };
             agentrl_trainer::rescore::run_rescore(&args, &mut std::io::stderr()).await?;
         }
+        Command::Tool { command } => tool_cli::run(command).await?,
     }
     Ok(())
 }
