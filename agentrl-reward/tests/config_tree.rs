@@ -134,6 +134,20 @@ fn defaults_are_filled_in() {
         }
     );
     assert_eq!(
+        parse(
+            "[reward]\ntype = \"gate\"\ncondition = { type = \"format\" }\nreward = { type = \"outcome\" }\n"
+        ),
+        RewardConfig::Gate {
+            condition: Box::new(RewardConfig::Format {}),
+            reward: Box::new(RewardConfig::Outcome {
+                success: 1.0,
+                failure: 0.0
+            }),
+            threshold: 1.0,
+            otherwise: 0.0,
+        }
+    );
+    assert_eq!(
         parse("[reward]\ntype = \"turn_shaping\"\n"),
         RewardConfig::TurnShaping { discount: 1.0 }
     );
@@ -156,7 +170,7 @@ fn unknown_fields_and_units_are_rejected() {
         "[reward]\ntype = \"efficiency\"\nmeasure = \"seconds\"\nbest = 1\nworst = 2\n",
         "[reward]\ntype = \"length\"\nunit = \"words\"\nbudget = 1\nper_unit = 0.1\n",
         "[reward]\ntype = \"clip\"\nmin = 0\nmax = 1\nreward = { type = \"outcome\", bonus = 1 }\n",
-        "[reward]\ntype = \"gate\"\ncondition = { type = \"format\" }\nreward = { type = \"outcome\" }\n",
+        "[reward]\ntype = \"gate\"\nreward = { type = \"outcome\" }\n",
     ] {
         assert!(toml::from_str::<File>(bad).is_err(), "{bad}");
     }

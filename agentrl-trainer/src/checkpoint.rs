@@ -1,4 +1,7 @@
 //! Checkpoints: safetensors files written atomically, and a `latest.json` pointer for resuming.
+//!
+//! A checkpoint holds the model weights only: resuming restores the weights, the step and the
+//! policy version, while AdamW's moment estimates start fresh (tch does not expose them).
 
 use std::path::{Path, PathBuf};
 

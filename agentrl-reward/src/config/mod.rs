@@ -134,7 +134,9 @@ pub enum RewardConfig {
         condition: Box<RewardConfig>,
         /// The gated reward.
         reward: Box<RewardConfig>,
-        /// The gate opens when the condition's total is at least this.
+        /// The gate opens when the condition's total is at least this (default 1, i.e. the
+        /// condition fully met).
+        #[serde(default = "default_gate_threshold")]
         threshold: f64,
         /// Total of a closed gate (default 0).
         #[serde(default)]
@@ -233,4 +235,9 @@ fn default_cache_capacity() -> usize {
 
 fn default_max_transcript_chars() -> usize {
     4_000
+}
+
+/// Default gate threshold: the condition must be fully met.
+fn default_gate_threshold() -> f64 {
+    1.0
 }
