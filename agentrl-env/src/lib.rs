@@ -8,6 +8,11 @@
 //!
 //! The envs:
 //! - [`arith_calc`] (`arith-calc`): compute a short integer expression with a calculator tool.
+//! - [`math_reasoning`] (`math-reasoning`): multi-step word problems, answered without tools.
+//! - [`maze`] (`maze`): walk a text grid to the goal with a `move` tool.
+//! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
+//!
+//! [`SelfCorrect`] gives retries after a wrong final answer.
 //!
 //! ```
 //! use agentrl_core::Split;
@@ -27,9 +32,18 @@
 
 pub mod answer;
 pub mod arith_calc;
+pub mod math_reasoning;
+pub mod maze;
 pub mod registry;
+pub mod self_correct;
+mod session;
+pub mod text_adventure;
 pub mod wrappers;
 
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
+pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
+pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
+pub use self_correct::SelfCorrect;
+pub use text_adventure::{AdventureExpert, TextAdventure, TextAdventureEnv};
 pub use wrappers::TurnLimit;

@@ -6,6 +6,9 @@ use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
+use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
+use crate::maze::{MAZE_ID, Maze};
+use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
 
 /// A scripted agent (reference solver or demonstrator): given the conversation so far, it
 /// writes the next assistant message.
@@ -19,6 +22,14 @@ pub trait Solver: Send {
 pub trait EnvFactory: Send + Sync {
     /// The env id (e.g. `arith-calc`).
     fn id(&self) -> &str;
+
+    /// One line saying what the env asks of the agent.
+    fn description(&self) -> &str {
+        match self.id() {
+            ARITH_CALC_ID => "compute a short integer expression with a calculator tool",
+            _ => "",
+        }
+    }
 
     /// Task `index` of `split`; deterministic: the same `(split, index)` gives the same task.
     fn task(&self, split: Split, index: u64) -> Task;
@@ -35,7 +46,7 @@ pub trait EnvFactory: Send + Sync {
 
 /// Ids of all registered envs.
 pub fn env_ids() -> Vec<&'static str> {
-    vec![ARITH_CALC_ID]
+    vec![ARITH_CALC_ID, MATH_REASONING_ID, MAZE_ID, TEXT_ADVENTURE_ID]
 }
 
 /// The factory registered under `id` (with its default settings); an unknown id is an
@@ -43,6 +54,9 @@ pub fn env_ids() -> Vec<&'static str> {
 pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
     match id {
         ARITH_CALC_ID => Ok(Arc::new(ArithCalc::default())),
+        MATH_REASONING_ID => Ok(Arc::new(MathReasoning::default())),
+        MAZE_ID => Ok(Arc::new(Maze::default())),
+        TEXT_ADVENTURE_ID => Ok(Arc::new(TextAdventure::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")

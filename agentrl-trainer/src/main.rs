@@ -8,6 +8,8 @@ use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::run::{Run, demo};
 use clap::{Parser, Subcommand};
 
+mod env_cli;
+
 mod tool_cli;
 
 #[derive(Parser)]
@@ -76,6 +78,11 @@ enum Command {
     },
     /// Re-scores saved trajectories with the config's [reward] tree: one JSON line per
     /// trajectory ({task_id, group_id, total, parts}); bad lines and a summary go to stderr.
+    /// Lists the envs (`env list`) or checks one (`env check ID [--tasks N]`).
+    Env {
+        #[command(subcommand)]
+        command: env_cli::EnvCommand,
+    },
     Reward {
         /// Run config (TOML) whose [reward] tree is used.
         #[arg(long)]
@@ -225,6 +232,7 @@ async fn run(command: Command) -> Result<()> {
             );
             println!("summary: {}", crate_path(&run_dir.join("summary.json")));
         }
+        Command::Env { command } => env_cli::run(command).await?,
         Command::Reward {
             config,
             trajectories,

@@ -1,0 +1,96 @@
+//! Step-building helpers shared by the envs: error observations for malformed actions, final
+//! steps, role checks and running a message's tool calls through a [`ToolBox`].
+
+use agentrl_core::{Message, Role, Step, StepInfo, ToolContext};
+use agentrl_tools::ToolBox;
+
+/// A step that answers an unusable action with an `error: ...` user message and lets the
+/// episode go on; `hint` tells the agent what to do instead.
+pub(crate) fn invalid_step(reason: &str, hint: &str) -> Step {
+    Step {
+        messages: vec![Message::user(format!("error: {reason}; {hint}"))],
+        reward: 0.0,
+        terminated: false,
+        truncated: false,
+        info: StepInfo {
+            invalid_action: Some(reason.to_string()),
+            ..StepInfo::default()
+        },
+    }
+}
+
+/// A step that goes on with `messages` and no reward.
+pub(crate) fn continue_step(messages: Vec<Message>, info: StepInfo) -> Step {
+    Step {
+        messages,
+        reward: 0.0,
+        terminated: false,
+        truncated: false,
+        info,
+    }
+}
+
+/// The terminal step of an episode: reward 1 on success, 0 otherwise.
+pub(crate) fn final_step(messages: Vec<Message>, success: bool, mut info: StepInfo) -> Step {
+    info.success = Some(success);
+    Step {
+        messages,
+        reward: if success { 1.0 } else { 0.0 },
+        terminated: true,
+        truncated: false,
+        info,
+    }
+}
+
+/// Why `action` is not an assistant message, if it is not.
+pub(crate) fn wrong_role(action: &Message) -> Option<String> {
+    let name = match action.role {
+        Role::Assistant => return None,
+        Role::System => "system",
+        Role::User => "user",
+        Role::Tool => "tool",
+    };
+    Some(format!("message role is {name}, expected assistant"))
+}
+
+/// Dispatches every tool call of `action` in order, stopping early once `stop()` holds, and
+/// reports the tool messages with the call and error counts (malformed calls set
+/// `invalid_action`).
+pub(crate) async fn run_tool_calls(
+    toolbox: &ToolBox,
+    ctx: &ToolContext,
+    action: &Message,
+    stop: impl Fn() -> bool,
+) -> (Vec<Message>, StepInfo) {
+    let mut info = StepInfo::default();
+    let mut messages = Vec::with_capacity(action.tool_calls.len());
+    let mut invalid = Vec::new();
+    for call in &action.tool_calls {
+        if stop() {
+            break;
+        }
+        let outcome = toolbox.dispatch(call, ctx).await;
+        info.tool_calls += 1;
+        if let Some(error) = &outcome.error {
+            info.tool_errors += 1;
+            if outcome.is_invalid_action() {
+                invalid.push(error.to_string());
+            }
+        }
+        messages.push(outcome.message);
+    }
+    if !invalid.is_empty() {
+        info.invalid_action = Some(invalid.join("; "));
+    }
+    (messages, info)
+}
+
+/// Whether `split` is the test split under the shared rule: test iff the stable hash of the
+/// task's defining text is divisible by 5.
+pub(crate) fn split_of_text(text: &str) -> agentrl_core::Split {
+    if agentrl_core::stable_hash(text).is_multiple_of(5) {
+        agentrl_core::Split::Test
+    } else {
+        agentrl_core::Split::Train
+    }
+}
