@@ -34,6 +34,7 @@ pub mod answer;
 pub mod arith_calc;
 pub mod math_reasoning;
 pub mod maze;
+pub mod protocol;
 pub mod registry;
 pub mod self_correct;
 mod session;

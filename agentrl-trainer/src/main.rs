@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod env_cli;
 
+mod env_server_cli;
 mod tool_cli;
 
 #[derive(Parser)]
@@ -102,6 +103,8 @@ enum Command {
         #[command(subcommand)]
         command: tool_cli::ToolCommand,
     },
+    /// Serves envs over the env HTTP protocol (AgentRL's /api routes) until Ctrl-C.
+    EnvServer(env_server_cli::EnvServerArgs),
 }
 
 fn main() -> ExitCode {
@@ -249,6 +252,7 @@ async fn run(command: Command) -> Result<()> {
             agentrl_trainer::rescore::run_rescore(&args, &mut std::io::stderr()).await?;
         }
         Command::Tool { command } => tool_cli::run(command).await?,
+        Command::EnvServer(args) => env_server_cli::run(args).await?,
     }
     Ok(())
 }

@@ -1,0 +1,447 @@
+//! The protocol client: raw calls ([`ProtocolClient`]), an [`Env`] over a remote session
+//! ([`RemoteEnv`]) and an [`EnvFactory`] whose sessions are remote ([`RemoteEnvFactory`]).
+//!
+//! Every failure (server unreachable, connection lost, timeout, an error answer, an answer that
+//! is not the expected JSON) is an [`Error::Env`] that names the request and says what
+//! happened; a rollout ends such an episode as an env error and keeps what it recorded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentrl_core::{Env, Error, Message, Observation, Result, Split, Step, Task};
+use async_trait::async_trait;
+use reqwest::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{
+    CancelResponse, ErrorBody, InteractRequest, InteractResponse, SESSION_HEADER, SessionInfo,
+    StartSampleRequest, StartSampleResponse, WorkerInfo,
+};
+use crate::registry::{EnvFactory, Solver, lookup};
+
+/// Client settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientConfig {
+    /// Longest wait for one whole request (connect, env work, answer).
+    pub request_timeout: Duration,
+    /// Longest wait for a connection.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            request_timeout: Duration::from_secs(120),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Error text with its chain of causes (reqwest's top-level message alone is vague).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Raw calls of the env protocol against one server.
+#[derive(Clone)]
+pub struct ProtocolClient {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl std::fmt::Debug for ProtocolClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProtocolClient")
+            .field("base", &self.base)
+            .finish()
+    }
+}
+
+impl ProtocolClient {
+    /// A client of the server at `base_url` (`http://HOST:PORT` or `HOST:PORT`). System proxy
+    /// settings are ignored: env servers are reached directly.
+    pub fn new(base_url: &str, config: &ClientConfig) -> Result<Self> {
+        let trimmed = base_url.trim().trim_end_matches('/');
+        if trimmed.is_empty() {
+            return Err(Error::Config("empty env server address".into()));
+        }
+        let base = if trimmed.contains("://") {
+            trimmed.to_string()
+        } else {
+            format!("http://{trimmed}")
+        };
+        let http = reqwest::Client::builder()
+            .timeout(config.request_timeout)
+            .connect_timeout(config.connect_timeout)
+            .no_proxy()
+            .build()
+            .map_err(|e| {
+                Error::Config(format!("cannot build an HTTP client: {}", with_causes(&e)))
+            })?;
+        Ok(ProtocolClient { http, base })
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends one request and parses its JSON answer; returns the answer's headers too.
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        env: &str,
+        method: Method,
+        route: &str,
+        session: Option<&str>,
+        body: Option<&B>,
+    ) -> Result<(reqwest::header::HeaderMap, T)> {
+        let url = format!("{}{route}", self.base);
+        let what = format!("{method} {url}");
+        let mut request = self.http.request(method, &url);
+        if let Some(id) = session {
+            request = request.header(SESSION_HEADER, id);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| {
+            let why = if e.is_timeout() {
+                "timed out"
+            } else if e.is_connect() {
+                "env server unreachable"
+            } else {
+                "request failed (connection lost?)"
+            };
+            Error::env(env, format!("{what}: {why}: {}", with_causes(&e)))
+        })?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.map_err(|e| {
+            Error::env(
+                env,
+                format!(
+                    "{what}: reading the answer failed (connection lost?): {}",
+                    with_causes(&e)
+                ),
+            )
+        })?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<ErrorBody>(&bytes)
+                .map(|b| b.error)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+            return Err(Error::env(env, format!("{what}: HTTP {status}: {message}")));
+        }
+        let value = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::env(
+                env,
+                format!("{what}: the answer is not the expected JSON: {e}"),
+            )
+        })?;
+        Ok((headers, value))
+    }
+
+    /// `GET /api/get_indices`: task indices of `split` the server lists for env `name`.
+    pub async fn get_indices(&self, name: &str, split: Split) -> Result<Vec<u64>> {
+        let route = format!("/api/get_indices?name={}&split={split}", encode(name));
+        let (_, indices) = self
+            .call::<(), _>(name, Method::GET, &route, None, None)
+            .await?;
+        Ok(indices)
+    }
+
+    /// `POST /api/start_sample`: a new session; returns its id and the initial observation.
+    pub async fn start_sample(
+        &self,
+        request: &StartSampleRequest,
+    ) -> Result<(String, StartSampleResponse)> {
+        let (headers, answer) = self
+            .call(
+                &request.name,
+                Method::POST,
+                "/api/start_sample",
+                None,
+                Some(request),
+            )
+            .await?;
+        let id = headers
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Error::env(
+                    &request.name,
+                    format!(
+                        "POST {}/api/start_sample: the answer has no `{SESSION_HEADER}` header",
+                        self.base
+                    ),
+                )
+            })?;
+        Ok((id, answer))
+    }
+
+    /// `POST /api/interact`: applies `action` in session `session` of env `env`.
+    pub async fn interact(
+        &self,
+        env: &str,
+        session: &str,
+        action: &Message,
+    ) -> Result<InteractResponse> {
+        let body = InteractRequest {
+            messages: vec![action.clone()],
+        };
+        let (_, answer) = self
+            .call(
+                env,
+                Method::POST,
+                "/api/interact",
+                Some(session),
+                Some(&body),
+            )
+            .await?;
+        Ok(answer)
+    }
+
+    /// `POST /api/cancel`: ends session `session`.
+    pub async fn cancel(&self, env: &str, session: &str) -> Result<CancelResponse> {
+        let (_, answer) = self
+            .call::<(), _>(env, Method::POST, "/api/cancel", Some(session), None)
+            .await?;
+        Ok(answer)
+    }
+
+    /// `GET /api/list_workers`.
+    pub async fn list_workers(&self) -> Result<Vec<WorkerInfo>> {
+        let (_, answer) = self
+            .call::<(), _>("env-server", Method::GET, "/api/list_workers", None, None)
+            .await?;
+        Ok(answer)
+    }
+
+    /// `GET /api/list_sessions`.
+    pub async fn list_sessions(&self) -> Result<Vec<SessionInfo>> {
+        let (_, answer) = self
+            .call::<(), _>("env-server", Method::GET, "/api/list_sessions", None, None)
+            .await?;
+        Ok(answer)
+    }
+}
+
+/// Percent-encodes a query value (env ids are plain, but never trust that).
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// An [`Env`] whose session lives on an env server.
+///
+/// `reset` starts a sample with the task as `custom_task` (so any task, generated or not, runs
+/// exactly); [`RemoteEnv::reset_index`] starts one by index instead. `step` is `interact`; a
+/// `task_error` answer, an error answer and a dead server are all [`Error::Env`]. A session
+/// still running when the value is dropped (or reset) is cancelled in the background.
+pub struct RemoteEnv {
+    client: ProtocolClient,
+    env_id: String,
+    session: Option<String>,
+}
+
+impl std::fmt::Debug for RemoteEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteEnv")
+            .field("server", &self.client.base)
+            .field("env_id", &self.env_id)
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl RemoteEnv {
+    /// A session of env `env_id` on the server behind `client` (started by `reset`).
+    pub fn new(client: ProtocolClient, env_id: impl Into<String>) -> Self {
+        RemoteEnv {
+            client,
+            env_id: env_id.into(),
+            session: None,
+        }
+    }
+
+    /// The current remote session id, while an episode runs.
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// Starts an episode on task `index` of `split`, as generated by the server.
+    pub async fn reset_index(&mut self, split: Split, index: u64) -> Result<Observation> {
+        self.start(StartSampleRequest {
+            name: self.env_id.clone(),
+            index: Some(index),
+            split: Some(split),
+            custom_task: None,
+        })
+        .await
+    }
+
+    async fn start(&mut self, request: StartSampleRequest) -> Result<Observation> {
+        if let Some(old) = self.session.take() {
+            // Best effort: the old episode is abandoned either way.
+            if let Err(e) = self.client.cancel(&self.env_id, &old).await {
+                tracing::debug!("cancelling abandoned session {old}: {e}");
+            }
+        }
+        let (id, answer) = self.client.start_sample(&request).await?;
+        self.session = Some(id);
+        Ok(Observation {
+            messages: answer.messages,
+            tools: answer.tools,
+        })
+    }
+}
+
+#[async_trait]
+impl Env for RemoteEnv {
+    fn id(&self) -> &str {
+        &self.env_id
+    }
+
+    async fn reset(&mut self, task: &Task) -> Result<Observation> {
+        self.start(StartSampleRequest {
+            name: self.env_id.clone(),
+            index: None,
+            split: None,
+            custom_task: Some(task.clone()),
+        })
+        .await
+    }
+
+    async fn step(&mut self, action: &Message) -> Result<Step> {
+        let Some(session) = self.session.clone() else {
+            return Err(Error::env(
+                &self.env_id,
+                "step called before reset or after the episode ended",
+            ));
+        };
+        let answer = match self.client.interact(&self.env_id, &session, action).await {
+            Ok(a) => a,
+            Err(e) => {
+                // The session's state is unknown now: do not step it again.
+                self.session = None;
+                return Err(e);
+            }
+        };
+        if answer.finish {
+            self.session = None;
+        }
+        match answer.to_step() {
+            Some(step) => Ok(step),
+            None => Err(Error::env(
+                &self.env_id,
+                format!(
+                    "remote session {session} ended with status {}: {}",
+                    answer.status,
+                    answer.error.as_deref().unwrap_or("no reason given")
+                ),
+            )),
+        }
+    }
+}
+
+impl Drop for RemoteEnv {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return; // no runtime: the server's idle expiry removes the session
+        };
+        let client = self.client.clone();
+        let env = self.env_id.clone();
+        runtime.spawn(async move {
+            if let Err(e) = client.cancel(&env, &session).await {
+                tracing::debug!("cancelling dropped session {session}: {e}");
+            }
+        });
+    }
+}
+
+/// An [`EnvFactory`] whose sessions run on an env server: tasks, turn limit and solver come
+/// from the local factory of the same id (so task generation is identical), sessions are
+/// [`RemoteEnv`]s.
+#[derive(Clone)]
+pub struct RemoteEnvFactory {
+    local: Arc<dyn EnvFactory>,
+    client: ProtocolClient,
+}
+
+impl RemoteEnvFactory {
+    /// Sessions of `local`'s env on the server behind `client`.
+    pub fn new(client: ProtocolClient, local: Arc<dyn EnvFactory>) -> Self {
+        RemoteEnvFactory { local, client }
+    }
+
+    /// The registered env `env_id` served at `base_url`; checks that the server serves it.
+    pub async fn connect(base_url: &str, env_id: &str, config: &ClientConfig) -> Result<Self> {
+        let local = lookup(env_id)?;
+        let client = ProtocolClient::new(base_url, config)?;
+        let workers = client.list_workers().await?;
+        if !workers.iter().any(|w| w.envs.iter().any(|e| e == env_id)) {
+            let served: Vec<&str> = workers
+                .iter()
+                .flat_map(|w| w.envs.iter().map(String::as_str))
+                .collect();
+            return Err(Error::Config(format!(
+                "the env server at {} does not serve `{env_id}` (it serves: {})",
+                client.base_url(),
+                served.join(", ")
+            )));
+        }
+        Ok(RemoteEnvFactory { local, client })
+    }
+
+    /// The protocol client the sessions use.
+    pub fn client(&self) -> &ProtocolClient {
+        &self.client
+    }
+}
+
+impl EnvFactory for RemoteEnvFactory {
+    fn id(&self) -> &str {
+        self.local.id()
+    }
+
+    fn description(&self) -> &str {
+        self.local.description()
+    }
+
+    fn task(&self, split: Split, index: u64) -> Task {
+        self.local.task(split, index)
+    }
+
+    fn make(&self) -> Box<dyn Env> {
+        Box::new(RemoteEnv::new(self.client.clone(), self.local.id()))
+    }
+
+    fn max_turns(&self) -> usize {
+        self.local.max_turns()
+    }
+
+    fn solver(&self, seed: u64) -> Box<dyn Solver> {
+        self.local.solver(seed)
+    }
+}

@@ -1,0 +1,66 @@
+//! `agentrl env-server`: serves registered envs over the env HTTP protocol until Ctrl-C.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentrl_core::{Error, Result};
+use agentrl_env::EnvFactory;
+use agentrl_env::protocol::{ServerConfig, serve};
+use clap::Args;
+
+/// Arguments of `agentrl env-server`.
+#[derive(Args, Debug, Clone)]
+pub struct EnvServerArgs {
+    /// Env ids to serve (repeat the flag or separate ids with commas).
+    #[arg(long = "env", required = true, num_args = 1.., value_delimiter = ',')]
+    pub envs: Vec<String>,
+    /// Address to listen on; port 0 picks a free port (the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub addr: SocketAddr,
+    /// Seconds of idleness after which a session expires.
+    #[arg(long, default_value_t = 600)]
+    pub session_ttl_secs: u64,
+    /// Most sessions held at once.
+    #[arg(long, default_value_t = 4096)]
+    pub max_sessions: usize,
+    /// Task indices listed by /api/get_indices per split.
+    #[arg(long, default_value_t = 200)]
+    pub task_count: u64,
+}
+
+/// Serves `args.envs` until Ctrl-C, then lets requests in flight finish.
+pub async fn run(args: EnvServerArgs) -> Result<()> {
+    if args.session_ttl_secs == 0 {
+        return Err(Error::Config(
+            "--session-ttl-secs must be at least 1".into(),
+        ));
+    }
+    let envs = args
+        .envs
+        .iter()
+        .map(|id| agentrl_env::lookup(id.trim()))
+        .collect::<Result<Vec<Arc<dyn EnvFactory>>>>()?;
+    let config = ServerConfig {
+        worker_id: format!("env-server@{}", args.addr),
+        session_ttl: Duration::from_secs(args.session_ttl_secs),
+        max_sessions: args.max_sessions,
+        task_count: args.task_count,
+    };
+    let (bound, handle) = serve(args.addr, envs, config).await?;
+    println!(
+        "env server listening on http://{bound} (envs: {}; session ttl {} s; Ctrl-C stops it)",
+        args.envs.join(", "),
+        args.session_ttl_secs
+    );
+    handle
+        .shutdown_on(async {
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                tracing::warn!("cannot listen for Ctrl-C ({e}); serving until killed");
+                std::future::pending::<()>().await;
+            }
+        })
+        .await?;
+    println!("env server stopped");
+    Ok(())
+}
