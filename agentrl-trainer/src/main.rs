@@ -77,13 +77,13 @@ enum Command {
         #[arg(long)]
         fresh: bool,
     },
-    /// Re-scores saved trajectories with the config's [reward] tree: one JSON line per
-    /// trajectory ({task_id, group_id, total, parts}); bad lines and a summary go to stderr.
     /// Lists the envs (`env list`) or checks one (`env check ID [--tasks N]`).
     Env {
         #[command(subcommand)]
         command: env_cli::EnvCommand,
     },
+    /// Re-scores saved trajectories with the config's [reward] tree: one JSON line per
+    /// trajectory ({task_id, group_id, total, parts}); bad lines and a summary go to stderr.
     Reward {
         /// Run config (TOML) whose [reward] tree is used.
         #[arg(long)]
