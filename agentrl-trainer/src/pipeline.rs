@@ -29,6 +29,17 @@ struct Group {
     trajectories: Vec<Trajectory>,
 }
 
+impl Group {
+    /// The oldest policy version that contributed to the group.
+    fn oldest_version(&self) -> u64 {
+        self.trajectories
+            .iter()
+            .map(|t| t.min_policy_version())
+            .min()
+            .unwrap_or(0)
+    }
+}
+
 /// Totals of an RL run.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct RlSummary {
@@ -195,6 +206,8 @@ fn learner_loop(
     };
     learner.set_lr(rl.lr);
     let mut last_step_end = Instant::now();
+    // Groups received but not yet used (they arrive out of order).
+    let mut waiting: Vec<Group> = Vec::new();
     for step in start..rl.steps {
         let version = step as u64;
         let mut batch: Vec<Trajectory> = Vec::new();
@@ -202,18 +215,23 @@ fn learner_loop(
         let mut dropped = 0;
         let mut groups = 0;
         while groups < rl.tasks_per_step {
-            let t0 = Instant::now();
-            let group = rx.blocking_recv().ok_or_else(|| {
-                Error::Trainer("the rollout producer stopped before training finished".into())
-            })?;
-            idle += t0.elapsed().as_secs_f64();
-            let oldest = group
-                .trajectories
-                .iter()
-                .map(|t| t.min_policy_version())
-                .min()
-                .unwrap_or(version);
-            if version.saturating_sub(oldest) > cfg.pipeline.max_staleness {
+            if waiting.is_empty() {
+                let t0 = Instant::now();
+                let group = rx.blocking_recv().ok_or_else(|| {
+                    Error::Trainer("the rollout producer stopped before training finished".into())
+                })?;
+                idle += t0.elapsed().as_secs_f64();
+                waiting.push(group);
+            }
+            while let Ok(group) = rx.try_recv() {
+                waiting.push(group);
+            }
+            // Oldest first: a group that waits would only grow staler.
+            let pick = (0..waiting.len())
+                .min_by_key(|&i| waiting[i].oldest_version())
+                .unwrap_or(0);
+            let group = waiting.swap_remove(pick);
+            if version.saturating_sub(group.oldest_version()) > cfg.pipeline.max_staleness {
                 dropped += group.trajectories.len();
                 continue;
             }
