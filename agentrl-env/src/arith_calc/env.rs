@@ -1,14 +1,13 @@
 //! The `arith-calc` session: one episode of "compute this expression", with a calculator tool.
 
-use agentrl_core::{
-    Env, Error, Message, Observation, Result, Role, Step, StepInfo, Task, ToolContext,
-};
+use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task, ToolContext};
 use agentrl_tools::{Calculator, ToolBox, ToolLimits};
 use async_trait::async_trait;
 
 use super::ARITH_CALC_ID;
 use super::problem::ArithProblem;
 use crate::answer;
+use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
 
 /// Where the session stands.
 #[derive(Debug)]
@@ -59,62 +58,10 @@ impl ArithCalcEnv {
             .as_ref()
             .map_err(|why| Error::env(ARITH_CALC_ID, why.clone()))
     }
-
-    /// Runs every tool call of `action` and reports the tool messages.
-    async fn run_tools(&self, action: &Message) -> Result<Step> {
-        let toolbox = self.toolbox()?;
-        let mut info = StepInfo::default();
-        let mut messages = Vec::with_capacity(action.tool_calls.len());
-        let mut invalid = Vec::new();
-        for call in &action.tool_calls {
-            let outcome = toolbox.dispatch(call, &self.ctx).await;
-            info.tool_calls += 1;
-            if let Some(error) = &outcome.error {
-                info.tool_errors += 1;
-                if outcome.is_invalid_action() {
-                    invalid.push(error.to_string());
-                }
-            }
-            messages.push(outcome.message);
-        }
-        if !invalid.is_empty() {
-            info.invalid_action = Some(invalid.join("; "));
-        }
-        Ok(Step {
-            messages,
-            reward: 0.0,
-            terminated: false,
-            truncated: false,
-            info,
-        })
-    }
 }
 
-/// A step that answers an unusable action with an error message and lets the episode go on.
-fn invalid_action(reason: &str) -> Step {
-    Step {
-        messages: vec![Message::user(format!(
-            "error: {reason}; call a tool or give the answer"
-        ))],
-        reward: 0.0,
-        terminated: false,
-        truncated: false,
-        info: StepInfo {
-            invalid_action: Some(reason.to_string()),
-            ..StepInfo::default()
-        },
-    }
-}
-
-/// The lowercase name of a role, as in the chat JSON.
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::System => "system",
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-    }
-}
+/// What the agent is told after an unusable action.
+const HINT: &str = "call a tool or give the answer";
 
 #[async_trait]
 impl Env for ArithCalcEnv {
@@ -146,31 +93,20 @@ impl Env for ArithCalcEnv {
                 ));
             }
         };
-        if action.role != Role::Assistant {
-            let reason = format!(
-                "message role is {}, expected assistant",
-                role_name(action.role)
-            );
-            return Ok(invalid_action(&reason));
+        if let Some(reason) = wrong_role(action) {
+            return Ok(invalid_step(&reason, HINT));
         }
         if !action.tool_calls.is_empty() {
-            return self.run_tools(action).await;
+            let (messages, info) =
+                run_tool_calls(self.toolbox()?, &self.ctx, action, || false).await;
+            return Ok(continue_step(messages, info));
         }
         let text = action.text();
         if text.trim().is_empty() {
-            return Ok(invalid_action("empty message"));
+            return Ok(invalid_step("empty message", HINT));
         }
         let success = answer::answer_matches(text, expected);
         self.state = State::Finished;
-        Ok(Step {
-            messages: Vec::new(),
-            reward: if success { 1.0 } else { 0.0 },
-            terminated: true,
-            truncated: false,
-            info: StepInfo {
-                success: Some(success),
-                ..StepInfo::default()
-            },
-        })
+        Ok(final_step(Vec::new(), success, StepInfo::default()))
     }
 }

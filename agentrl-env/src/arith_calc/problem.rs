@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use agentrl_core::{Error, Result, SeededRng, Split, Task, stable_hash};
+use agentrl_core::{Error, Result, SeededRng, Split, Task};
 use serde_json::json;
 
 use super::ARITH_CALC_ID;
@@ -142,11 +142,7 @@ impl fmt::Display for Expression {
 
 /// The split an expression text belongs to: test iff its stable hash is divisible by 5.
 pub fn split_of(expression: &str) -> Split {
-    if stable_hash(expression).is_multiple_of(5) {
-        Split::Test
-    } else {
-        Split::Train
-    }
+    crate::session::split_of_text(expression)
 }
 
 /// One `arith-calc` problem: the expression shown to the agent and its exact answer.
