@@ -58,6 +58,7 @@ fn with_causes(e: &dyn std::error::Error) -> String {
 pub struct ProtocolClient {
     http: reqwest::Client,
     base: String,
+    token: Option<String>,
 }
 
 impl std::fmt::Debug for ProtocolClient {
@@ -89,7 +90,17 @@ impl ProtocolClient {
             .map_err(|e| {
                 Error::Config(format!("cannot build an HTTP client: {}", with_causes(&e)))
             })?;
-        Ok(ProtocolClient { http, base })
+        Ok(ProtocolClient {
+            http,
+            base,
+            token: None,
+        })
+    }
+
+    /// The same client, sending `Authorization: Bearer TOKEN` (for a controller with a token).
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
     }
 
     /// The server's base URL.
@@ -111,6 +122,9 @@ impl ProtocolClient {
         let mut request = self.http.request(method, &url);
         if let Some(id) = session {
             request = request.header(SESSION_HEADER, id);
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
         }
         if let Some(body) = body {
             request = request.json(body);

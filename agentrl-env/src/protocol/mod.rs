@@ -19,15 +19,21 @@
 //!
 //! [`server`] serves any set of [`EnvFactory`](crate::EnvFactory)s; [`client`] has
 //! [`RemoteEnv`](client::RemoteEnv) and [`RemoteEnvFactory`](client::RemoteEnvFactory), with
-//! which the trainer trains against remote envs exactly as against in-process ones.
+//! which the trainer trains against remote envs exactly as against in-process ones;
+//! [`controller`] fronts many env servers behind one address.
 
 pub mod client;
+pub mod controller;
 pub mod server;
 
 use agentrl_core::{Message, Split, Step, StepInfo, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 pub use client::{ClientConfig, ProtocolClient, RemoteEnv, RemoteEnvFactory};
+pub use controller::{
+    Controller, ControllerConfig, ControllerHandle, RegistrationHandle, WorkerRegistration,
+    register_worker, serve_controller,
+};
 pub use server::{EnvServer, ServerConfig, ServerHandle, serve};
 
 /// Name of the HTTP header that carries the session id (answer of `start_sample`, request of

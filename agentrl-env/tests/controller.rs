@@ -1,0 +1,503 @@
+//! The central controller against real env servers on 127.0.0.1: expert episodes through
+//! `RemoteEnv`, least-loaded placement, a worker that stops heartbeating, expiry, cancel, the
+//! bearer token and 128 concurrent sessions.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentrl_core::{Env, Message, Observation, Role, Split, Task};
+use agentrl_env::protocol::{
+    ClientConfig, ControllerConfig, ControllerHandle, ProtocolClient, RegistrationHandle,
+    RemoteEnv, RemoteEnvFactory, ServerConfig, ServerHandle, WorkerRegistration, register_worker,
+    serve, serve_controller,
+};
+use agentrl_env::{EnvFactory, lookup, run_solver_episode};
+use serde_json::{Value, json};
+
+fn loopback() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// A worker: an arith-calc env server registered with the controller at `ctl`.
+struct TestWorker {
+    server: ServerHandle,
+    registration: RegistrationHandle,
+}
+
+async fn worker(ctl: SocketAddr, token: Option<&str>) -> TestWorker {
+    let (addr, server) = serve(
+        loopback(),
+        vec![lookup("arith-calc").unwrap()],
+        ServerConfig::default(),
+    )
+    .await
+    .unwrap();
+    let registration = register_worker(
+        WorkerRegistration {
+            controller: format!("http://{ctl}"),
+            address: format!("http://{addr}"),
+            envs: vec!["arith-calc".into()],
+            capacity: None,
+            token: token.map(str::to_string),
+            interval: Duration::from_millis(50),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    TestWorker {
+        server,
+        registration,
+    }
+}
+
+async fn controller(config: ControllerConfig) -> (SocketAddr, ControllerHandle) {
+    serve_controller(loopback(), config).await.unwrap()
+}
+
+fn client(addr: SocketAddr) -> ProtocolClient {
+    ProtocolClient::new(&addr.to_string(), &ClientConfig::default()).unwrap()
+}
+
+/// Sends a raw request; returns the status and the JSON body.
+async fn raw(
+    method: reqwest::Method,
+    url: String,
+    session: Option<&str>,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let http = reqwest::Client::new();
+    let mut req = http.request(method, url);
+    if let Some(s) = session {
+        req = req.header("session_id", s);
+    }
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    let value: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("answer {status} is not JSON ({e}): {text:?}"));
+    (status, value)
+}
+
+fn assert_error(answer: &(u16, Value), status: u16, needle: &str) {
+    assert_eq!(answer.0, status, "{answer:?}");
+    let msg = answer.1["error"].as_str().unwrap_or_default();
+    assert!(msg.contains(needle), "expected {needle:?} in {answer:?}");
+}
+
+/// Polls `cond` every 10 ms for at most 5 s.
+async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not reached within 5 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The answer of task `task` as a final assistant message.
+fn answer_of(task: &Task) -> Message {
+    Message::assistant(task.data["answer"].as_str().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expert_plays_through_the_controller_and_sessions_spread() {
+    let (ctl, handle) = controller(ControllerConfig::default()).await;
+    let a = worker(ctl, None).await;
+    let b = worker(ctl, None).await;
+    assert_eq!(handle.controller().worker_count(), 2);
+    let factory =
+        RemoteEnvFactory::connect(&format!("http://{ctl}"), "arith-calc", &Default::default())
+            .await
+            .unwrap();
+    assert_eq!(factory.client().list_workers().await.unwrap().len(), 2);
+    let indices = factory
+        .client()
+        .get_indices("arith-calc", Split::Test)
+        .await
+        .unwrap();
+    assert_eq!(indices.len(), 200);
+    let local = lookup("arith-calc").unwrap();
+    let episodes = 20;
+    let mut solved = 0;
+    for index in 0..episodes {
+        let task = factory.task(Split::Test, index);
+        let remote = run_solver_episode(&factory, &mut *factory.solver(0), &task)
+            .await
+            .unwrap();
+        let local_ep = run_solver_episode(&*local, &mut *local.solver(0), &task)
+            .await
+            .unwrap();
+        assert_eq!(remote, local_ep, "remote and local episodes differ");
+        solved += usize::from(remote.success);
+    }
+    let rate = solved as f64 / episodes as f64;
+    println!("expert success rate through the controller: {rate:.2}");
+    assert_eq!(rate, 1.0);
+    assert_eq!(handle.controller().session_count(), 0);
+
+    // Ten open sessions: five on each worker (least loaded first).
+    let mut open = Vec::new();
+    for index in 0..10 {
+        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
+        env.reset_index(Split::Test, index).await.unwrap();
+        open.push(env);
+    }
+    assert_eq!(a.server.server().session_count(), 5);
+    assert_eq!(b.server.server().session_count(), 5);
+    let loads = handle.controller().loads();
+    assert!(loads.values().all(|&l| l == 5), "{loads:?}");
+    let sessions = client(ctl).list_sessions().await.unwrap();
+    assert_eq!(sessions.len(), 10);
+    drop(open);
+    wait_until("dropped envs cancelled", || {
+        a.server.server().session_count() + b.server.server().session_count() == 0
+    })
+    .await;
+    assert_eq!(handle.controller().session_count(), 0);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_worker_is_removed_and_its_sessions_answer_worker_lost() {
+    let config = ControllerConfig {
+        heartbeat_timeout: Duration::from_millis(300),
+        ..ControllerConfig::default()
+    };
+    let (ctl, handle) = controller(config).await;
+    let a = worker(ctl, None).await;
+    let b = worker(ctl, None).await;
+    let base = format!("http://{ctl}");
+    let local = lookup("arith-calc").unwrap();
+    let mut sessions = Vec::new();
+    for index in 0..4u64 {
+        let c = client(ctl);
+        let (sid, _) = c
+            .start_sample(&agentrl_env::protocol::StartSampleRequest {
+                name: "arith-calc".into(),
+                index: Some(index),
+                split: Some(Split::Test),
+                custom_task: None,
+            })
+            .await
+            .unwrap();
+        sessions.push((sid, local.task(Split::Test, index)));
+    }
+    assert_eq!(a.server.server().session_count(), 2);
+    assert_eq!(b.server.server().session_count(), 2);
+    // Worker A stops heartbeating (its server keeps running).
+    a.registration.stop();
+    wait_until("silent worker removed", || {
+        handle.controller().worker_count() == 1
+    })
+    .await;
+    let mut lost = 0;
+    let mut finished = 0;
+    for (sid, task) in &sessions {
+        let action = serde_json::to_value(vec![answer_of(task)]).unwrap();
+        let answer = raw(
+            reqwest::Method::POST,
+            format!("{base}/api/interact"),
+            Some(sid),
+            None,
+            Some(json!({ "messages": action })),
+        )
+        .await;
+        if answer.0 == 410 {
+            assert_error(&answer, 410, "worker lost");
+            lost += 1;
+        } else {
+            assert_eq!(answer.0, 200, "{answer:?}");
+            assert_eq!(answer.1["reward"], 1.0);
+            finished += 1;
+        }
+    }
+    assert_eq!((lost, finished), (2, 2));
+    // Lost sessions are forgotten, and new sessions all go to B.
+    assert_eq!(handle.controller().session_count(), 0);
+    let mut open = Vec::new();
+    for index in 0..3 {
+        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
+        env.reset_index(Split::Test, index).await.unwrap();
+        open.push(env);
+    }
+    let workers = client(ctl).list_workers().await.unwrap();
+    assert_eq!(workers.len(), 1);
+    assert_eq!(a.server.server().session_count(), 2, "nothing new on A");
+    assert_eq!(b.server.server().session_count(), 3, "new sessions on B");
+    drop(open);
+    wait_until("B's sessions cancelled", || {
+        b.server.server().session_count() == 0
+    })
+    .await;
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_sessions_avoid_a_silent_worker() {
+    let config = ControllerConfig {
+        heartbeat_timeout: Duration::from_millis(300),
+        ..ControllerConfig::default()
+    };
+    let (ctl, handle) = controller(config).await;
+    let a = worker(ctl, None).await;
+    let b = worker(ctl, None).await;
+    a.registration.stop();
+    wait_until("silent worker removed", || {
+        handle.controller().worker_count() == 1
+    })
+    .await;
+    let mut open = Vec::new();
+    for index in 0..4 {
+        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
+        env.reset_index(Split::Test, index).await.unwrap();
+        open.push(env);
+    }
+    assert_eq!(a.server.server().session_count(), 0);
+    assert_eq!(b.server.server().session_count(), 4);
+    // Once B stops too, there is no worker: 503 with a message.
+    b.registration.stop();
+    wait_until("both removed", || handle.controller().worker_count() == 0).await;
+    let answer = raw(
+        reqwest::Method::POST,
+        format!("http://{ctl}/api/start_sample"),
+        None,
+        None,
+        Some(json!({"name": "arith-calc", "index": 0})),
+    )
+    .await;
+    assert_error(&answer, 503, "no live worker");
+    let mut env = open.pop().unwrap();
+    let err = env.step(&Message::assistant("1")).await.unwrap_err();
+    assert!(err.to_string().contains("worker lost"), "{err}");
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_expire_and_cancel_works() {
+    let config = ControllerConfig {
+        session_ttl: Duration::from_millis(200),
+        ..ControllerConfig::default()
+    };
+    let (ctl, handle) = controller(config).await;
+    let w = worker(ctl, None).await;
+    let c = client(ctl);
+    let mut idle = RemoteEnv::new(c.clone(), "arith-calc");
+    idle.reset_index(Split::Test, 0).await.unwrap();
+    wait_until("idle session expired", || {
+        handle.controller().session_count() == 0
+    })
+    .await;
+    let err = idle.step(&Message::assistant("1")).await.unwrap_err();
+    assert!(err.to_string().contains("expired"), "{err}");
+    assert!(err.to_string().contains("404"), "{err}");
+    wait_until("worker told to cancel", || {
+        w.server.server().session_count() == 0
+    })
+    .await;
+
+    // Cancel: the session is gone on the controller and on the worker.
+    let local = lookup("arith-calc").unwrap();
+    let (sid, _) = c
+        .start_sample(&agentrl_env::protocol::StartSampleRequest {
+            name: "arith-calc".into(),
+            index: Some(3),
+            split: None,
+            custom_task: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(w.server.server().session_count(), 1);
+    let answer = c.cancel("arith-calc", &sid).await.unwrap();
+    assert_eq!(answer.session_id, sid);
+    assert_eq!(w.server.server().session_count(), 0);
+    let err = c
+        .interact("arith-calc", &sid, &answer_of(&local.task(Split::Test, 3)))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cancelled"), "{err}");
+    let again = raw(
+        reqwest::Method::POST,
+        format!("http://{ctl}/api/cancel"),
+        Some(&sid),
+        None,
+        None,
+    )
+    .await;
+    assert_error(&again, 404, "cancelled");
+    let missing = raw(
+        reqwest::Method::POST,
+        format!("http://{ctl}/api/interact"),
+        None,
+        None,
+        Some(json!({"messages": []})),
+    )
+    .await;
+    assert_error(&missing, 400, "session_id");
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_required_everywhere() {
+    let config = ControllerConfig {
+        token: Some("s3cret".into()),
+        ..ControllerConfig::default()
+    };
+    let (ctl, handle) = controller(config).await;
+    let base = format!("http://{ctl}");
+    let register = json!({"address": "127.0.0.1:1", "envs": ["arith-calc"]});
+    for token in [None, Some("wrong")] {
+        let answer = raw(
+            reqwest::Method::POST,
+            format!("{base}/api/register"),
+            None,
+            token,
+            Some(register.clone()),
+        )
+        .await;
+        assert_error(&answer, 401, "");
+        let answer = raw(
+            reqwest::Method::POST,
+            format!("{base}/api/heartbeat"),
+            None,
+            token,
+            Some(json!({"worker_id": "worker-1"})),
+        )
+        .await;
+        assert_error(&answer, 401, "");
+        for route in [
+            "list_workers",
+            "list_sessions",
+            "get_indices?name=arith-calc",
+        ] {
+            let answer = raw(
+                reqwest::Method::GET,
+                format!("{base}/api/{route}"),
+                None,
+                token,
+                None,
+            )
+            .await;
+            assert_error(&answer, 401, "");
+        }
+        let answer = raw(
+            reqwest::Method::POST,
+            format!("{base}/api/start_sample"),
+            None,
+            token,
+            Some(json!({"name": "arith-calc", "index": 0})),
+        )
+        .await;
+        assert_error(&answer, 401, "");
+    }
+    // A worker without the token cannot join; with it, it can.
+    let (addr, server) = serve(
+        loopback(),
+        vec![lookup("arith-calc").unwrap()],
+        ServerConfig::default(),
+    )
+    .await
+    .unwrap();
+    let mut reg = WorkerRegistration {
+        controller: base.clone(),
+        address: addr.to_string(),
+        envs: vec!["arith-calc".into()],
+        capacity: Some(8),
+        token: None,
+        interval: Duration::from_millis(50),
+    };
+    let err = register_worker(reg.clone(), None).await.err().unwrap();
+    assert!(err.to_string().contains("401"), "{err}");
+    reg.token = Some("s3cret".into());
+    let _registration = register_worker(reg, None).await.unwrap();
+    assert_eq!(handle.controller().worker_count(), 1);
+    // A client without the token is refused; with it, the expert plays.
+    let plain = RemoteEnvFactory::new(client(ctl), lookup("arith-calc").unwrap());
+    let task = plain.task(Split::Test, 5);
+    let err = run_solver_episode(&plain, &mut *plain.solver(0), &task)
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("401"), "{err}");
+    let authed = RemoteEnvFactory::new(
+        client(ctl).with_token("s3cret"),
+        lookup("arith-calc").unwrap(),
+    );
+    let episode = run_solver_episode(&authed, &mut *authed.solver(0), &task)
+        .await
+        .unwrap();
+    assert!(episode.success);
+    assert_eq!(server.server().session_count(), 0);
+    handle.shutdown().await.unwrap();
+}
+
+/// The number in "Compute EXPR" must be this task's, and the tool result must be its answer.
+fn check_own_task(task: &Task, obs: &Observation, history: &[Message]) {
+    let expr = task.data["expression"].as_str().unwrap();
+    assert_eq!(obs.messages[0].text(), format!("Compute {expr}"));
+    let answer = task.data["answer"].as_str().unwrap();
+    let tool = history.iter().find(|m| m.role == Role::Tool).unwrap();
+    assert_eq!(
+        tool.text().trim(),
+        answer,
+        "session got another task's result"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_sessions_through_the_controller_never_mix() {
+    let (ctl, handle) = controller(ControllerConfig::default()).await;
+    let a = worker(ctl, None).await;
+    let b = worker(ctl, None).await;
+    let factory = Arc::new(RemoteEnvFactory::new(
+        client(ctl),
+        lookup("arith-calc").unwrap(),
+    ));
+    let n = 128u64;
+    let barrier = Arc::new(tokio::sync::Barrier::new(n as usize));
+    let started = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for index in 0..n {
+        let factory = factory.clone();
+        let barrier = barrier.clone();
+        set.spawn(async move {
+            let task = factory.task(Split::Test, index);
+            let mut env = factory.make();
+            let obs = env.reset(&task).await.unwrap();
+            barrier.wait().await;
+            let mut history = obs.messages.clone();
+            let mut expert = factory.solver(0);
+            loop {
+                let action = expert.act(&task, &history);
+                history.push(action.clone());
+                let step = env.step(&action).await.unwrap();
+                history.extend(step.messages.iter().cloned());
+                if step.done() {
+                    check_own_task(&task, &obs, &history);
+                    return step.info.success == Some(true);
+                }
+            }
+        });
+    }
+    let mut solved = 0;
+    while let Some(joined) = set.join_next().await {
+        solved += usize::from(joined.unwrap());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{n} concurrent sessions through the controller (2 workers) in {secs:.3} s: {:.0} sessions/s",
+        n as f64 / secs
+    );
+    assert_eq!(solved, n as usize);
+    assert_eq!(handle.controller().session_count(), 0);
+    assert_eq!(a.server.server().session_count(), 0);
+    assert_eq!(b.server.server().session_count(), 0);
+    handle.shutdown().await.unwrap();
+}
