@@ -1,0 +1,18 @@
+//! Llama-family decoders (Llama 2/3, Qwen2, SmolLM2, ...) loaded from Hugging Face checkpoints.
+//!
+//! [`LlamaConfig`] reads a `config.json`; with the `tch` feature, [`Llama`] builds the decoder
+//! with variables named exactly like the checkpoint's tensors, [`Llama::load`] fills them from
+//! `model.safetensors` or sharded weights, and the model offers training logits, token
+//! log-probabilities and batched KV-cache generation like `TinyGpt`.
+
+pub mod config;
+#[cfg(feature = "tch")]
+pub mod load;
+#[cfg(feature = "tch")]
+pub mod model;
+
+pub use config::{LlamaConfig, RopeScaling};
+#[cfg(feature = "tch")]
+pub use load::{CheckpointPaths, load_weights};
+#[cfg(feature = "tch")]
+pub use model::Llama;

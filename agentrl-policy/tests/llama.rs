@@ -1,0 +1,407 @@
+//! The Llama-family decoder: Hugging Face configs parse, checkpoints load from one file or
+//! shards with the Hugging Face tensor names, cached generation matches the full forward.
+#![cfg(feature = "tch")]
+
+use std::path::Path;
+
+use agentrl_core::{SamplingParams, SeededRng};
+use agentrl_policy::llama::{Llama, LlamaConfig};
+use tch::{Device, Kind, Tensor, nn};
+
+const LLAMA3: &str = r#"{
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+  "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32,
+  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null,
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.40.0.dev0", "use_cache": true, "vocab_size": 128256
+}"#;
+
+const QWEN2: &str = r#"{
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+  "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 21,
+  "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+  "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+  "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.43.1", "use_cache": true, "use_sliding_window": false,
+  "vocab_size": 151936
+}"#;
+
+const SMOLLM2: &str = r#"{
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 576,
+  "initializer_range": 0.041666666666666664, "intermediate_size": 1536, "is_llama_config": true,
+  "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 9,
+  "num_hidden_layers": 30, "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_interleaved": false, "rope_scaling": null, "rope_theta": 100000,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.42.3",
+  "use_cache": true, "vocab_size": 49152
+}"#;
+
+fn tiny_json(tied: bool, model_type: &str) -> String {
+    format!(
+        r#"{{"model_type": "{model_type}", "hidden_size": 32, "intermediate_size": 48,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": 64,
+        "max_position_embeddings": 64, "tie_word_embeddings": {tied}, "hidden_act": "silu"}}"#
+    )
+}
+
+/// A tiny model with every variable (norms and biases included) randomised.
+fn tiny(seed: i64, tied: bool, model_type: &str) -> (nn::VarStore, Llama, String) {
+    tch::manual_seed(seed);
+    let json = tiny_json(tied, model_type);
+    let config = LlamaConfig::from_json_str(&json, "tiny").unwrap();
+    let vs = nn::VarStore::new(Device::Cpu);
+    let m = Llama::new(&vs.root(), config).unwrap();
+    tch::no_grad(|| {
+        for (_, mut v) in vs.variables() {
+            let noise = Tensor::randn_like(&v) * 0.2;
+            let _ = v.g_add_(&noise);
+        }
+    });
+    (vs, m, json)
+}
+
+fn ids() -> Tensor {
+    Tensor::from_slice(&[1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11]).view([2, 7])
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+    (a - b).abs().max().double_value(&[])
+}
+
+fn save_single(vs: &nn::VarStore, json: &str, dir: &Path) {
+    std::fs::write(dir.join("config.json"), json).unwrap();
+    vs.save(dir.join("model.safetensors")).unwrap();
+}
+
+fn save_sharded(vs: &nn::VarStore, json: &str, dir: &Path, drop: Option<&str>) {
+    std::fs::write(dir.join("config.json"), json).unwrap();
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    let half = vars.len() / 2;
+    let mut map = serde_json::Map::new();
+    for (k, part) in [&vars[..half], &vars[half..]].iter().enumerate() {
+        let file = format!("model-{:05}-of-00002.safetensors", k + 1);
+        let kept: Vec<(String, Tensor)> = part
+            .iter()
+            .filter(|(n, _)| Some(n.as_str()) != drop)
+            .map(|(n, t)| {
+                (
+                    n.clone(),
+                    t.detach().to_kind(Kind::BFloat16).to_kind(Kind::Float),
+                )
+            })
+            .collect();
+        for (n, _) in part.iter() {
+            map.insert(n.clone(), serde_json::Value::String(file.clone()));
+        }
+        Tensor::write_safetensors(&kept, dir.join(&file)).unwrap();
+    }
+    // An extra tensor that the model does not use is ignored.
+    let extra = [(
+        "model.rotary_emb.inv_freq".to_string(),
+        Tensor::ones([4], (Kind::Float, Device::Cpu)),
+    )];
+    Tensor::write_safetensors(&extra, dir.join("extra.safetensors")).unwrap();
+    map.insert(
+        "model.rotary_emb.inv_freq".into(),
+        serde_json::Value::String("extra.safetensors".into()),
+    );
+    let index = serde_json::json!({"metadata": {"total_size": 0}, "weight_map": map});
+    std::fs::write(
+        dir.join("model.safetensors.index.json"),
+        serde_json::to_string_pretty(&index).unwrap(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn real_configs_parse() {
+    let l3 = LlamaConfig::from_json_str(LLAMA3, "llama3").unwrap();
+    assert_eq!(l3.kv_heads(), 8);
+    assert_eq!(l3.head_size(), 128);
+    assert_eq!(l3.rope_theta, 500_000.0);
+    assert!(!l3.tie_word_embeddings && !l3.qkv_bias() && !l3.o_bias());
+    let q = LlamaConfig::from_json_str(QWEN2, "qwen2").unwrap();
+    assert!(q.qkv_bias() && !q.o_bias() && q.tie_word_embeddings);
+    assert_eq!((q.head_size(), q.kv_heads()), (64, 2));
+    let s = LlamaConfig::from_json_str(SMOLLM2, "smollm2").unwrap();
+    assert!(s.tie_word_embeddings && !s.qkv_bias());
+    assert_eq!((s.head_size(), s.kv_heads(), s.vocab_size), (64, 3, 49152));
+    // Defaults: kv heads = heads, rope_theta 10000, untied.
+    let minimal = r#"{"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+        "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 16}"#;
+    let m = LlamaConfig::from_json_str(minimal, "minimal").unwrap();
+    assert_eq!((m.kv_heads(), m.rope_theta), (4, 10_000.0));
+    assert!(!m.tie_word_embeddings);
+}
+
+#[test]
+fn invalid_configs_are_rejected_with_the_field() {
+    let e = LlamaConfig::from_json_str(
+        &LLAMA3.replace("\"num_key_value_heads\": 8", "\"num_key_value_heads\": 5"),
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("c.json") && e.contains("num_key_value_heads"),
+        "{e}"
+    );
+    let e = LlamaConfig::from_json_str(
+        &LLAMA3.replace("\"hidden_size\": 4096", "\"hidden_size\": 4001"),
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("hidden_size"), "{e}");
+    let e = LlamaConfig::from_json_str(
+        &LLAMA3.replace(
+            "\"rope_scaling\": null",
+            "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}",
+        ),
+        "c.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("yarn"), "{e}");
+    assert!(LlamaConfig::from_json_str("{\"hidden_size\": 4}", "c.json").is_err());
+}
+
+#[test]
+fn llama31_rope_scaling_keeps_high_and_scales_low_frequencies() {
+    let json = LLAMA3.replace(
+        "\"rope_scaling\": null",
+        r#""rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192, "rope_type": "llama3"}"#,
+    );
+    let c = LlamaConfig::from_json_str(&json, "llama3.1").unwrap();
+    let plain = LlamaConfig::from_json_str(LLAMA3, "llama3")
+        .unwrap()
+        .inv_freq();
+    let scaled = c.inv_freq();
+    assert_eq!(scaled[0], plain[0]);
+    let last = plain.len() - 1;
+    assert!((scaled[last] - plain[last] / 8.0).abs() < 1e-15);
+}
+
+#[test]
+fn variables_carry_hugging_face_names() {
+    let (vs, _, _) = tiny(0, false, "qwen2");
+    let vars = vs.variables();
+    for name in [
+        "model.embed_tokens.weight",
+        "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.0.self_attn.q_proj.bias",
+        "model.layers.1.self_attn.k_proj.bias",
+        "model.layers.1.self_attn.v_proj.weight",
+        "model.layers.1.self_attn.o_proj.weight",
+        "model.layers.0.mlp.gate_proj.weight",
+        "model.layers.0.mlp.up_proj.weight",
+        "model.layers.0.mlp.down_proj.weight",
+        "model.layers.0.input_layernorm.weight",
+        "model.layers.0.post_attention_layernorm.weight",
+        "model.norm.weight",
+        "lm_head.weight",
+    ] {
+        assert!(
+            vars.contains_key(name),
+            "{name} missing from {:?}",
+            vars.keys()
+        );
+    }
+    assert!(!vars.contains_key("model.layers.0.self_attn.o_proj.bias"));
+    assert_eq!(vars.len(), 1 + 2 * 12 + 1 + 1);
+    assert_eq!(
+        vars["model.layers.0.self_attn.k_proj.weight"].size(),
+        [16, 32]
+    );
+    let (vs, _, _) = tiny(0, true, "llama");
+    let vars = vs.variables();
+    assert!(!vars.contains_key("lm_head.weight"));
+    assert!(!vars.contains_key("model.layers.0.self_attn.q_proj.bias"));
+}
+
+#[test]
+fn single_file_and_shards_load_to_the_same_logits() {
+    for (tied, kind) in [(false, "llama"), (true, "qwen2")] {
+        let (vs, m, json) = tiny(3, tied, kind);
+        // Round through bf16 so both checkpoints hold the same values.
+        tch::no_grad(|| {
+            for (_, mut v) in vs.variables() {
+                let r = v.to_kind(Kind::BFloat16).to_kind(Kind::Float);
+                v.copy_(&r);
+            }
+        });
+        let want = tch::no_grad(|| m.logits(&ids()));
+        assert_eq!(want.size(), [2, 7, 64]);
+        let single = tempfile::tempdir().unwrap();
+        save_single(&vs, &json, single.path());
+        let sharded = tempfile::tempdir().unwrap();
+        save_sharded(&vs, &json, sharded.path(), None);
+        let (_, a) = Llama::load(single.path(), Device::Cpu).unwrap();
+        let (_, b) = Llama::load(sharded.path(), Device::Cpu).unwrap();
+        let (_, c) = Llama::load(single.path().join("model.safetensors"), Device::Cpu).unwrap();
+        let (la, lb, lc) = tch::no_grad(|| (a.logits(&ids()), b.logits(&ids()), c.logits(&ids())));
+        assert_eq!(max_diff(&la, &want), 0.0);
+        assert_eq!(max_diff(&lb, &want), 0.0);
+        assert_eq!(max_diff(&lc, &want), 0.0);
+    }
+}
+
+#[test]
+fn a_missing_tensor_is_named_with_its_file() {
+    let (vs, _, json) = tiny(4, false, "llama");
+    let dir = tempfile::tempdir().unwrap();
+    let name = "model.layers.1.mlp.up_proj.weight";
+    save_sharded(&vs, &json, dir.path(), Some(name));
+    let e = Llama::load(dir.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(name) && e.contains("-of-00002.safetensors"),
+        "{e}"
+    );
+    // Missing from the index itself.
+    let index = dir.path().join("model.safetensors.index.json");
+    let text = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(
+        &index,
+        text.replace("\"model.norm.weight\"", "\"model.norm.other\""),
+    )
+    .unwrap();
+    let e = Llama::load(dir.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("model.norm.weight") && e.contains("index.json"),
+        "{e}"
+    );
+    // A single file without the head.
+    let single = tempfile::tempdir().unwrap();
+    std::fs::write(single.path().join("config.json"), &json).unwrap();
+    let kept: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .filter(|(n, _)| n != "lm_head.weight")
+        .collect();
+    Tensor::write_safetensors(&kept, single.path().join("model.safetensors")).unwrap();
+    let e = Llama::load(single.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lm_head.weight") && e.contains("model.safetensors"),
+        "{e}"
+    );
+    // The same file is complete for a tied config.
+    std::fs::write(single.path().join("config.json"), tiny_json(true, "llama")).unwrap();
+    assert!(Llama::load(single.path(), Device::Cpu).is_ok());
+    // A wrong shape is named too.
+    let mut bad = kept;
+    for (n, t) in bad.iter_mut() {
+        if n == "model.norm.weight" {
+            *t = Tensor::ones([31], (Kind::Float, Device::Cpu));
+        }
+    }
+    Tensor::write_safetensors(&bad, single.path().join("model.safetensors")).unwrap();
+    let e = Llama::load(single.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("model.norm.weight") && e.contains("[31]"), "{e}");
+    let empty = tempfile::tempdir().unwrap();
+    let e = Llama::load(empty.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("model.safetensors"), "{e}");
+}
+
+#[test]
+fn tied_head_uses_the_embedding_matrix() {
+    let (vs, m, _) = tiny(5, true, "llama");
+    let vars = vs.variables();
+    let x = tch::no_grad(|| m.logits(&ids()));
+    // Perturbing the embedding moves the logits of every position, also through the head.
+    let emb = &vars["model.embed_tokens.weight"];
+    let (_, untied, _) = tiny(5, false, "llama");
+    let y = tch::no_grad(|| untied.logits(&ids()));
+    assert!(max_diff(&x, &y) > 1e-3);
+    tch::no_grad(|| {
+        let mut e = emb.shallow_clone();
+        let _ = e.g_mul_scalar_(2.0);
+    });
+    let z = tch::no_grad(|| m.logits(&ids()));
+    assert!(max_diff(&x, &z) > 1e-3);
+}
+
+#[test]
+fn cached_generation_logprobs_equal_the_full_forward() {
+    for kind in ["llama", "qwen2"] {
+        let (_vs, m, _) = tiny(6, false, kind);
+        let prompt = vec![1u32, 5, 7, 9];
+        let g = m
+            .generate(
+                std::slice::from_ref(&prompt),
+                &[SamplingParams::greedy(12)],
+                &mut [SeededRng::new(1)],
+                7,
+            )
+            .unwrap()
+            .remove(0);
+        assert_eq!(g.ids.len(), 12);
+        assert_eq!(g.policy_version, 7);
+        let all: Vec<i64> = prompt
+            .iter()
+            .chain(g.ids.iter())
+            .map(|&i| i as i64)
+            .collect();
+        let seq = Tensor::from_slice(&all).view([1, -1]);
+        let (lp, ent) = tch::no_grad(|| m.token_logprobs(&seq, 1.0));
+        assert_eq!(ent.size(), [1, all.len() as i64 - 1]);
+        let lp: Vec<f32> = Vec::try_from(lp.view([-1])).unwrap();
+        for (a, b) in lp[prompt.len() - 1..].iter().zip(g.logprobs.iter()) {
+            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn left_padding_does_not_change_a_row() {
+    let (_vs, m, _) = tiny(7, true, "qwen2");
+    let short = vec![3u32, 4];
+    let long = vec![1u32, 2, 3, 4, 5, 6, 7, 8, 9];
+    let p = SamplingParams::greedy(6);
+    let alone = m
+        .generate(
+            std::slice::from_ref(&short),
+            std::slice::from_ref(&p),
+            &mut [SeededRng::new(0)],
+            0,
+        )
+        .unwrap();
+    let batched = m
+        .generate(
+            &[long, short],
+            &[p.clone(), p],
+            &mut [SeededRng::new(0), SeededRng::new(0)],
+            0,
+        )
+        .unwrap();
+    assert_eq!(alone[0].ids, batched[1].ids);
+    for (a, b) in alone[0].logprobs.iter().zip(batched[1].logprobs.iter()) {
+        assert!((a - b).abs() < 1e-4);
+    }
+    let e = m
+        .generate(
+            &[vec![64]],
+            &[SamplingParams::greedy(1)],
+            &mut [SeededRng::new(0)],
+            0,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("outside the vocabulary"), "{e}");
+}
