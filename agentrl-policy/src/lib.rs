@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod chat;
+pub mod gguf;
 pub mod llama;
 pub mod sampling;
 pub mod tokenizer;
