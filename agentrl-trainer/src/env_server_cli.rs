@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agentrl_core::{Error, Result};
 use agentrl_env::EnvFactory;
-use agentrl_env::protocol::{ServerConfig, serve};
+use agentrl_env::protocol::{ServerConfig, WorkerRegistration, register_worker, serve};
 use clap::Args;
 
 /// Arguments of `agentrl env-server`.
@@ -27,6 +27,12 @@ pub struct EnvServerArgs {
     /// Task indices listed by /api/get_indices per split.
     #[arg(long, default_value_t = 200)]
     pub task_count: u64,
+    /// Controller to register with (heartbeats every 2 s while serving).
+    #[arg(long)]
+    pub controller: Option<String>,
+    /// Bearer token of the controller.
+    #[arg(long, requires = "controller")]
+    pub token: Option<String>,
 }
 
 /// Serves `args.envs` until Ctrl-C, then lets requests in flight finish.
@@ -47,7 +53,31 @@ pub async fn run(args: EnvServerArgs) -> Result<()> {
         max_sessions: args.max_sessions,
         task_count: args.task_count,
     };
+    let max_sessions = config.max_sessions;
     let (bound, handle) = serve(args.addr, envs, config).await?;
+    let _registration = match &args.controller {
+        Some(controller) => {
+            let server = handle.server().clone();
+            let registration = register_worker(
+                WorkerRegistration {
+                    controller: controller.clone(),
+                    address: format!("http://{bound}"),
+                    envs: args.envs.iter().map(|e| e.trim().to_string()).collect(),
+                    capacity: Some(max_sessions),
+                    token: args.token.clone(),
+                    interval: Duration::from_secs(2),
+                },
+                Some(Arc::new(move || server.session_count())),
+            )
+            .await?;
+            println!(
+                "registered with the controller at {controller} as {}",
+                registration.worker_id()
+            );
+            Some(registration)
+        }
+        None => None,
+    };
     println!(
         "env server listening on http://{bound} (envs: {}; session ttl {} s; Ctrl-C stops it)",
         args.envs.join(", "),

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod env_cli;
 
+mod controller_cli;
 mod env_server_cli;
 mod tool_cli;
 
@@ -105,6 +106,8 @@ enum Command {
     },
     /// Serves envs over the env HTTP protocol (AgentRL's /api routes) until Ctrl-C.
     EnvServer(env_server_cli::EnvServerArgs),
+    /// Runs the central controller that routes env sessions to registered env servers.
+    Controller(controller_cli::ControllerArgs),
 }
 
 fn main() -> ExitCode {
@@ -253,6 +256,7 @@ async fn run(command: Command) -> Result<()> {
         }
         Command::Tool { command } => tool_cli::run(command).await?,
         Command::EnvServer(args) => env_server_cli::run(args).await?,
+        Command::Controller(args) => controller_cli::run(args).await?,
     }
     Ok(())
 }
