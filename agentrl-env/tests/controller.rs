@@ -501,3 +501,98 @@ async fn concurrent_sessions_through_the_controller_never_mix() {
     assert_eq!(b.server.server().session_count(), 0);
     handle.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_worker_requests_get_json_4xx_and_a_forgotten_worker_registers_again() {
+    let (ctl, handle) = controller(ControllerConfig::default()).await;
+    let base = format!("http://{ctl}");
+    let post = |route: &str, body: Value| {
+        raw(
+            reqwest::Method::POST,
+            format!("{base}/{route}"),
+            None,
+            None,
+            Some(body),
+        )
+    };
+    assert_error(
+        &post(
+            "api/register",
+            json!({"address": "", "envs": ["arith-calc"]}),
+        )
+        .await,
+        422,
+        "address",
+    );
+    assert_error(
+        &post(
+            "api/register",
+            json!({"address": "127.0.0.1:1", "envs": []}),
+        )
+        .await,
+        422,
+        "env",
+    );
+    assert_error(
+        &post("api/register", json!({"address": "127.0.0.1:1"})).await,
+        422,
+        "envs",
+    );
+    assert_error(
+        &post(
+            "api/register",
+            json!({"address": "127.0.0.1:1", "envs": ["x"], "capacity": 0}),
+        )
+        .await,
+        422,
+        "capacity",
+    );
+    assert_error(
+        &post("api/heartbeat", json!({"worker_id": "worker-99"})).await,
+        404,
+        "register again",
+    );
+    assert_error(&post("api/nope", json!({})).await, 404, "no such route");
+    assert_error(
+        &post(
+            "api/start_sample",
+            json!({"name": "arith-calc", "index": 0}),
+        )
+        .await,
+        503,
+        "no live worker",
+    );
+
+    // The worker restarts at the same address: the controller drops the old registration, and
+    // the old registration's heartbeat task registers again under a new id.
+    let w = worker(ctl, None).await;
+    let first = w.registration.worker_id();
+    let mut env = RemoteEnv::new(client(ctl), "arith-calc");
+    env.reset_index(Split::Test, 0).await.unwrap();
+    let address = client(ctl).list_workers().await.unwrap()[0]
+        .id
+        .split_once('@')
+        .unwrap()
+        .1
+        .to_string();
+    let again = post(
+        "api/register",
+        json!({"address": address, "envs": ["arith-calc"]}),
+    )
+    .await;
+    assert_eq!(again.0, 200, "{again:?}");
+    let err = env.step(&Message::assistant("1")).await.unwrap_err();
+    assert!(err.to_string().contains("410"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while w.registration.worker_id() == first
+        || w.registration.worker_id() == again.1["worker_id"].as_str().unwrap()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the worker never registered again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(handle.controller().worker_count(), 1);
+    handle.shutdown().await.unwrap();
+}
