@@ -167,7 +167,7 @@ async fn run(command: Command) -> Result<()> {
             run.sft(&demos)?;
             println!(
                 "SFT done: {}",
-                crate_path(&run_dir.join("checkpoints/sft.safetensors"))
+                run_dir.join("checkpoints/sft.safetensors").display()
             );
         }
         Command::Train {
@@ -236,7 +236,7 @@ async fn run(command: Command) -> Result<()> {
                 summary.eval_tasks,
                 summary.wall_seconds
             );
-            println!("summary: {}", crate_path(&run_dir.join("summary.json")));
+            println!("summary: {}", run_dir.join("summary.json").display());
         }
         Command::Env { command } => env_cli::run(command).await?,
         Command::Reward {
@@ -278,8 +278,4 @@ fn remove_previous_run(dir: &Path) -> Result<()> {
         )));
     }
     std::fs::remove_dir_all(dir).map_err(|e| Error::io("removing", dir, e))
-}
-
-fn crate_path(p: &Path) -> String {
-    p.display().to_string()
 }

@@ -96,17 +96,18 @@ impl Run {
     /// the reference solver elsewhere) and returns its path.
     pub async fn write_demonstrations(&self) -> Result<PathBuf> {
         let cfg = &self.config.sft;
-        let mut solver: Box<dyn Solver> = if self.factory.id() == "arith-calc" {
-            let d = &cfg.demonstrator;
-            Box::new(ArithDemonstrator::new(
-                self.config.seed,
-                d.tool_prob_two_operands,
-                d.tool_prob_three_operands,
-                d.copy_error_prob,
-            ))
-        } else {
-            self.factory.solver(self.config.seed)
-        };
+        let mut solver: Box<dyn Solver> =
+            if self.factory.id() == agentrl_env::arith_calc::ARITH_CALC_ID {
+                let d = &cfg.demonstrator;
+                Box::new(ArithDemonstrator::new(
+                    self.config.seed,
+                    d.tool_prob_two_operands,
+                    d.tool_prob_three_operands,
+                    d.copy_error_prob,
+                ))
+            } else {
+                self.factory.solver(self.config.seed)
+            };
         let demos = collect_demonstrations(
             self.factory.as_ref(),
             solver.as_mut(),
