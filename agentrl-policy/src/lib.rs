@@ -25,6 +25,7 @@
 
 pub mod chat;
 pub mod gguf;
+pub mod hf;
 pub mod llama;
 pub mod sampling;
 pub mod tokenizer;
