@@ -12,6 +12,7 @@ mod env_cli;
 
 mod controller_cli;
 mod env_server_cli;
+mod model_cli;
 mod tool_cli;
 
 #[derive(Parser)]
@@ -108,6 +109,9 @@ enum Command {
     EnvServer(env_server_cli::EnvServerArgs),
     /// Runs the central controller that routes env sessions to registered env servers.
     Controller(controller_cli::ControllerArgs),
+    /// Prints, as JSON, the log-probability of each token id given its prefix under a Llama
+    /// model (checkpoint directory, .safetensors or .gguf).
+    Logprobs(model_cli::LogprobsArgs),
 }
 
 fn main() -> ExitCode {
@@ -257,6 +261,7 @@ async fn run(command: Command) -> Result<()> {
         Command::Tool { command } => tool_cli::run(command).await?,
         Command::EnvServer(args) => env_server_cli::run(args).await?,
         Command::Controller(args) => controller_cli::run(args).await?,
+        Command::Logprobs(args) => model_cli::run(&args)?,
     }
     Ok(())
 }

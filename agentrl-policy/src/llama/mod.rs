@@ -6,12 +6,14 @@
 //! log-probabilities and batched KV-cache generation like `TinyGpt`.
 
 pub mod config;
+pub mod gguf_load;
 #[cfg(feature = "tch")]
 pub mod load;
 #[cfg(feature = "tch")]
 pub mod model;
 
 pub use config::{LlamaConfig, RopeScaling};
+pub use gguf_load::gguf_config;
 #[cfg(feature = "tch")]
 pub use load::{CheckpointPaths, load_weights};
 #[cfg(feature = "tch")]

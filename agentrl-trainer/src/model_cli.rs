@@ -1,0 +1,120 @@
+//! `agentrl logprobs --model PATH --ids 1,2,3`: loads a Llama-family model (a Hugging Face
+//! checkpoint directory / `.safetensors` file, or a llama.cpp `.gguf` file) and prints, as JSON,
+//! the log-probability of every token id given the ids before it.
+
+use std::path::{Path, PathBuf};
+
+use agentrl_core::{Error, Result};
+use agentrl_policy::llama::Llama;
+use clap::Args;
+use serde::Serialize;
+use tch::{Device, Tensor};
+
+/// Arguments of `agentrl logprobs`.
+#[derive(Debug, Args)]
+pub struct LogprobsArgs {
+    /// Model: a checkpoint directory (config.json + weights), a .safetensors file or a .gguf file.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Comma-separated token ids, e.g. `1,2,3`.
+    #[arg(long)]
+    pub ids: String,
+}
+
+/// The JSON printed by `agentrl logprobs`: the ids and, for each, its log-probability given
+/// its prefix (`null` for the first id, which has none).
+#[derive(Debug, Serialize)]
+pub struct LogprobsReport {
+    /// The token ids, as given.
+    pub ids: Vec<i64>,
+    /// `log p(ids[i] | ids[..i])`; `None` for `i = 0`.
+    pub logprobs: Vec<Option<f64>>,
+}
+
+/// Parses comma-separated token ids, naming the offending item.
+pub fn parse_ids(text: &str) -> Result<Vec<i64>> {
+    let ids = text
+        .split(',')
+        .enumerate()
+        .map(|(i, item)| {
+            let item = item.trim();
+            item.parse::<u32>().map(i64::from).map_err(|_| {
+                Error::Config(format!(
+                    "--ids: item {} (`{item}`) is not a non-negative integer token id",
+                    i + 1
+                ))
+            })
+        })
+        .collect::<Result<Vec<i64>>>()?;
+    Ok(ids)
+}
+
+/// Whether `path` names a GGUF file (by extension).
+fn is_gguf(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+}
+
+/// Loads the model at `path` on the CPU.
+pub fn load_model(path: &Path) -> Result<Llama> {
+    if !path.exists() {
+        return Err(Error::Config(format!(
+            "model {} does not exist",
+            path.display()
+        )));
+    }
+    if is_gguf(path) {
+        let (_vs, model, _config) = Llama::load_gguf(path, Device::Cpu)?;
+        Ok(model)
+    } else {
+        let (_vs, model) = Llama::load(path, Device::Cpu)?;
+        Ok(model)
+    }
+}
+
+/// Log-probabilities of `ids` under `model` (each given its prefix), after checking them
+/// against the vocabulary and the context length.
+pub fn logprobs(model: &Llama, ids: &[i64]) -> Result<LogprobsReport> {
+    let config = model.config();
+    if let Some(bad) = ids
+        .iter()
+        .find(|&&id| id as u64 >= config.vocab_size as u64)
+    {
+        return Err(Error::Config(format!(
+            "--ids: token id {bad} is out of the vocabulary (size {})",
+            config.vocab_size
+        )));
+    }
+    if ids.len() > config.max_position_embeddings {
+        return Err(Error::Config(format!(
+            "--ids: {} ids exceed the model's context of {} positions",
+            ids.len(),
+            config.max_position_embeddings
+        )));
+    }
+    let mut out = vec![None];
+    if ids.len() > 1 {
+        let input = Tensor::from_slice(ids).unsqueeze(0).to(model.device());
+        let (lp, _entropy) = tch::no_grad(|| model.token_logprobs(&input, 1.0));
+        let values = Vec::<f32>::try_from(lp.flatten(0, -1))
+            .map_err(|e| Error::Policy(format!("reading log-probabilities: {e}")))?;
+        out.extend(values.into_iter().map(|v| Some(f64::from(v))));
+    }
+    Ok(LogprobsReport {
+        ids: ids.to_vec(),
+        logprobs: out,
+    })
+}
+
+/// Runs `agentrl logprobs`, printing the [`LogprobsReport`] as one JSON line on stdout.
+pub fn run(args: &LogprobsArgs) -> Result<()> {
+    let ids = parse_ids(&args.ids)?;
+    let model = load_model(&args.model)?;
+    let report = logprobs(&model, &ids)?;
+    println!(
+        "{}",
+        serde_json::to_string(&report).map_err(|e| Error::json("logprobs report", e))?
+    );
+    Ok(())
+}
