@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod env_cli;
 
+mod chat_cli;
 mod controller_cli;
 mod env_server_cli;
 mod model_cli;
@@ -112,6 +113,9 @@ enum Command {
     /// Prints, as JSON, the log-probability of each token id given its prefix under a Llama
     /// model (checkpoint directory, .safetensors or .gguf).
     Logprobs(model_cli::LogprobsArgs),
+    /// Greedily answers one user message with a Llama-family model (.gguf file or Hugging
+    /// Face directory), using the model's own tokenizer and chat template.
+    Chat(chat_cli::ChatArgs),
 }
 
 fn main() -> ExitCode {
@@ -262,6 +266,7 @@ async fn run(command: Command) -> Result<()> {
         Command::EnvServer(args) => env_server_cli::run(args).await?,
         Command::Controller(args) => controller_cli::run(args).await?,
         Command::Logprobs(args) => model_cli::run(&args)?,
+        Command::Chat(args) => chat_cli::run(&args)?,
     }
     Ok(())
 }

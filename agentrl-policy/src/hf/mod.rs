@@ -1,8 +1,11 @@
 //! Hugging Face chat stacks: a `tokenizer.json` tokenizer ([`HfTokenizer`]), Jinja chat templates
 //! from `tokenizer_config.json` ([`ChatTemplate`]), Hermes/Qwen and Llama 3 tool-call parsers
 //! ([`parse_tool_calls`]) and [`HfChatFormat`], a [`crate::ChatFormat`] built on top of them.
+//! Tokenizer and template can also be rebuilt from a GGUF file's metadata
+//! ([`HfTokenizer::from_gguf`], [`ChatTemplate::from_gguf`]).
 
 mod format;
+mod gguf_tokenizer;
 mod template;
 mod tokenizer;
 mod tool_parse;

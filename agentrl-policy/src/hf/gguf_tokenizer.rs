@@ -1,0 +1,177 @@
+//! Rebuilding a Hugging Face tokenizer and chat template from the metadata of a llama.cpp GGUF
+//! file (GPT-2 style byte-level BPE: `tokenizer.ggml.model = "gpt2"`).
+
+use tokenizers::models::bpe::{BPE, Vocab};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+use tokenizers::pre_tokenizers::digits::Digits;
+use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::{AddedToken, PreTokenizerWrapper, Tokenizer};
+
+use super::{ChatTemplate, HfError, HfTokenizer};
+use crate::gguf::{GgufFile, MetaArray, MetaValue};
+
+/// GGUF token type of control tokens (`<|im_start|>`, `<|endoftext|>`, ...).
+const TOKEN_TYPE_CONTROL: i64 = 3;
+/// GGUF token type of user-defined tokens (added, but not special).
+const TOKEN_TYPE_USER_DEFINED: i64 = 4;
+/// `tokenizer.ggml.pre` values whose pre-tokenizer splits digits one by one.
+const DIGIT_SPLITTING_PRE: [&str; 2] = ["smollm", "starcoder"];
+
+/// A GGUF metadata error as an [`HfError`], naming the file.
+fn meta_err(e: crate::gguf::GgufError) -> HfError {
+    HfError::Tokenizer(format!("GGUF tokenizer metadata: {e}"))
+}
+
+/// The integers of a metadata array of any integer element type.
+fn int_array(file: &GgufFile, key: &str) -> Result<Vec<i64>, HfError> {
+    let wrong = || {
+        HfError::Tokenizer(format!(
+            "{}: `{key}` is not an array of integers",
+            file.path().display()
+        ))
+    };
+    let values: Vec<i64> = match file.get_array(key).map_err(meta_err)? {
+        MetaArray::U8(v) => v.iter().map(|&x| i64::from(x)).collect(),
+        MetaArray::I8(v) => v.iter().map(|&x| i64::from(x)).collect(),
+        MetaArray::U16(v) => v.iter().map(|&x| i64::from(x)).collect(),
+        MetaArray::I16(v) => v.iter().map(|&x| i64::from(x)).collect(),
+        MetaArray::U32(v) => v.iter().map(|&x| i64::from(x)).collect(),
+        MetaArray::I32(v) => v.iter().map(|&x| i64::from(x)).collect(),
+        MetaArray::I64(v) => v.clone(),
+        MetaArray::U64(v) => v
+            .iter()
+            .map(|&x| i64::try_from(x).map_err(|_| wrong()))
+            .collect::<Result<_, _>>()?,
+        _ => return Err(wrong()),
+    };
+    Ok(values)
+}
+
+/// The token string of an optional id key (e.g. `tokenizer.ggml.bos_token_id`), or `""`.
+fn token_of(file: &GgufFile, tokens: &[String], key: &str) -> Result<String, HfError> {
+    let Some(value) = file.get(key) else {
+        return Ok(String::new());
+    };
+    let id = match value {
+        MetaValue::Array(_) => None,
+        v => v.as_i128(),
+    }
+    .and_then(|i| usize::try_from(i).ok())
+    .ok_or_else(|| {
+        HfError::Tokenizer(format!(
+            "{}: `{key}` is not a token id",
+            file.path().display()
+        ))
+    })?;
+    tokens.get(id).cloned().ok_or_else(|| {
+        HfError::Tokenizer(format!(
+            "{}: `{key}` = {id} is outside the vocabulary of {}",
+            file.path().display(),
+            tokens.len()
+        ))
+    })
+}
+
+impl HfTokenizer {
+    /// Rebuilds a GPT-2 style byte-level BPE tokenizer from a GGUF file's `tokenizer.ggml.*`
+    /// metadata; control tokens (type 3) become special tokens that encode as single ids.
+    pub fn from_gguf(file: &GgufFile) -> Result<Self, HfError> {
+        let path = file.path().display().to_string();
+        let model = file.get_str("tokenizer.ggml.model").map_err(meta_err)?;
+        if model != "gpt2" {
+            return Err(HfError::Tokenizer(format!(
+                "{path}: tokenizer.ggml.model is {model:?}; only \"gpt2\" (byte-level BPE) can \
+                 be rebuilt from GGUF metadata"
+            )));
+        }
+        let tokens = file
+            .get_array_str("tokenizer.ggml.tokens")
+            .map_err(meta_err)?;
+        let merge_lines = file
+            .get_array_str("tokenizer.ggml.merges")
+            .map_err(meta_err)?;
+        let types = match file.get("tokenizer.ggml.token_type") {
+            Some(_) => int_array(file, "tokenizer.ggml.token_type")?,
+            None => Vec::new(),
+        };
+        if !types.is_empty() && types.len() != tokens.len() {
+            return Err(HfError::Tokenizer(format!(
+                "{path}: tokenizer.ggml.token_type has {} entries for {} tokens",
+                types.len(),
+                tokens.len()
+            )));
+        }
+        let mut vocab = Vocab::with_capacity(tokens.len());
+        for (id, token) in tokens.iter().enumerate() {
+            let id = u32::try_from(id)
+                .map_err(|_| HfError::Tokenizer(format!("{path}: more than u32::MAX tokens")))?;
+            if vocab.insert(token.clone(), id).is_some() {
+                return Err(HfError::Tokenizer(format!(
+                    "{path}: token {token:?} appears twice in tokenizer.ggml.tokens"
+                )));
+            }
+        }
+        let merges = merge_lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| {
+                line.split_once(' ')
+                    .map(|(a, b)| (a.to_string(), b.to_string()))
+                    .ok_or_else(|| {
+                        HfError::Tokenizer(format!(
+                            "{path}: merge {i} ({line:?}) is not two tokens separated by a space"
+                        ))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let bpe = BPE::builder()
+            .vocab_and_merges(vocab, merges)
+            .build()
+            .map_err(|e| HfError::Tokenizer(format!("{path}: cannot build the BPE model: {e}")))?;
+        let mut inner = Tokenizer::new(bpe);
+        let byte_level = ByteLevel::new(false, true, true);
+        let pre = match file.get("tokenizer.ggml.pre") {
+            Some(MetaValue::String(p)) if DIGIT_SPLITTING_PRE.contains(&p.as_str()) => {
+                PreTokenizerWrapper::from(Sequence::new(vec![
+                    Digits::new(true).into(),
+                    byte_level.into(),
+                ]))
+            }
+            _ => byte_level.into(),
+        };
+        inner.with_pre_tokenizer(Some(pre));
+        inner.with_decoder(Some(byte_level));
+        let mut special = Vec::new();
+        let mut user = Vec::new();
+        for (token, &kind) in tokens.iter().zip(&types) {
+            match kind {
+                TOKEN_TYPE_CONTROL => special.push(AddedToken::from(token.clone(), true)),
+                TOKEN_TYPE_USER_DEFINED => user.push(AddedToken::from(token.clone(), false)),
+                _ => {}
+            }
+        }
+        inner
+            .add_special_tokens(special)
+            .map_err(|e| HfError::Tokenizer(format!("{path}: cannot add control tokens: {e}")))?;
+        inner
+            .add_tokens(user)
+            .map_err(|e| HfError::Tokenizer(format!("{path}: cannot add user tokens: {e}")))?;
+        Ok(HfTokenizer::from_tokenizer(inner))
+    }
+}
+
+impl ChatTemplate {
+    /// Compiles the GGUF file's `tokenizer.chat_template`, with the BOS/EOS strings of its
+    /// `tokenizer.ggml.bos_token_id` / `eos_token_id` (empty when absent).
+    pub fn from_gguf(file: &GgufFile) -> Result<Self, HfError> {
+        let source = file.get_str("tokenizer.chat_template").map_err(|e| {
+            HfError::Config(format!("the GGUF file has no usable chat template: {e}"))
+        })?;
+        let tokens = file
+            .get_array_str("tokenizer.ggml.tokens")
+            .map_err(meta_err)?;
+        let bos = token_of(file, tokens, "tokenizer.ggml.bos_token_id")?;
+        let eos = token_of(file, tokens, "tokenizer.ggml.eos_token_id")?;
+        ChatTemplate::new(source, &bos, &eos)
+    }
+}
