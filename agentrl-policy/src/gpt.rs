@@ -2,11 +2,11 @@
 //! causal attention, a KV cache for batched generation, and log-probabilities of given ids for
 //! training.
 
-use agentrl_core::{Error, FinishReason, Generation, Result, SamplingParams, SeededRng, TokenId};
+use agentrl_core::{Error, Generation, Result, SamplingParams, SeededRng, TokenId};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor, nn, nn::Module};
 
-use crate::sampling::sample_token;
+use crate::decode::{CachedDecoder, KvCache};
 
 /// Shape of a [`TinyGpt`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -74,9 +74,6 @@ fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
     Tensor::cat(&[&x1 * cos - &x2 * sin, &x1 * sin + &x2 * cos], -1)
 }
 
-/// Attention bias value for masked positions (finite, so fully masked rows stay finite).
-const MASKED: f64 = -1e9;
-
 #[derive(Debug)]
 struct Block {
     ln1: nn::LayerNorm,
@@ -85,12 +82,6 @@ struct Block {
     ln2: nn::LayerNorm,
     fc1: nn::Linear,
     fc2: nn::Linear,
-}
-
-/// Per-layer cached keys and values, `[batch, heads, time, head_dim]`.
-#[derive(Debug, Default)]
-struct KvCache {
-    layers: Vec<Option<(Tensor, Tensor)>>,
 }
 
 /// The decoder.
@@ -183,14 +174,7 @@ impl TinyGpt {
             let mut k = rotate(&split_heads(&parts[1]), &cos, &sin);
             let mut v = split_heads(&parts[2]);
             if let Some(cache) = cache.as_deref_mut() {
-                if cache.layers.len() <= i {
-                    cache.layers.resize_with(i + 1, || None);
-                }
-                if let Some((pk, pv)) = &cache.layers[i] {
-                    k = Tensor::cat(&[pk, &k], 2);
-                    v = Tensor::cat(&[pv, &v], 2);
-                }
-                cache.layers[i] = Some((k.shallow_clone(), v.shallow_clone()));
+                (k, v) = cache.extend(i, k, v);
             }
             let att = Tensor::scaled_dot_product_attention(
                 &q,
@@ -249,140 +233,27 @@ impl TinyGpt {
         rngs: &mut [SeededRng],
         policy_version: u64,
     ) -> Result<Vec<Generation>> {
-        let n = prompts.len();
-        if params.len() != n || rngs.len() != n {
-            return Err(Error::Policy(
-                "prompts, params and rngs differ in length".into(),
-            ));
-        }
-        let vocab = self.config.vocab_size;
-        let max_seq = self.config.max_seq_len;
-        let mut out: Vec<Generation> = (0..n)
-            .map(|_| Generation {
-                ids: Vec::new(),
-                logprobs: Vec::new(),
-                finish: FinishReason::Length,
-                policy_version,
-            })
-            .collect();
-        // Rows that can generate at least one token.
-        let mut rows: Vec<usize> = Vec::with_capacity(n);
-        for (i, p) in prompts.iter().enumerate() {
-            params[i].validate()?;
-            if let Some(&bad) = p.iter().find(|&&id| id as usize >= vocab) {
-                return Err(Error::Policy(format!(
-                    "prompt {i} has id {bad}, outside the vocabulary of {vocab}"
-                )));
-            }
-            if p.is_empty() {
-                return Err(Error::Policy(format!("prompt {i} is empty")));
-            }
-            if p.len() < max_seq {
-                rows.push(i);
-            }
-        }
-        if rows.is_empty() {
-            return Ok(out);
-        }
-        tch::no_grad(|| self.generate_rows(prompts, params, rngs, &rows, &mut out));
-        Ok(out)
+        crate::decode::generate(self, prompts, params, rngs, policy_version)
     }
+}
 
-    fn generate_rows(
+impl CachedDecoder for TinyGpt {
+    fn vocab_size(&self) -> usize {
+        self.config.vocab_size
+    }
+    fn context_len(&self) -> usize {
+        self.config.max_seq_len
+    }
+    fn device(&self) -> Device {
+        self.device
+    }
+    fn forward_cached(
         &self,
-        prompts: &[Vec<TokenId>],
-        params: &[SamplingParams],
-        rngs: &mut [SeededRng],
-        rows: &[usize],
-        out: &mut [Generation],
-    ) {
-        let b = rows.len();
-        let max_len = rows.iter().map(|&r| prompts[r].len()).max().unwrap_or(1);
-        let pad = 0i64;
-        let mut ids = vec![pad; b * max_len];
-        let mut valid = vec![false; b * max_len];
-        let mut positions = vec![0i64; b * max_len];
-        let mut next_pos = vec![0i64; b];
-        for (row, &r) in rows.iter().enumerate() {
-            let p = &prompts[r];
-            let offset = max_len - p.len();
-            for (j, &id) in p.iter().enumerate() {
-                ids[row * max_len + offset + j] = id as i64;
-                valid[row * max_len + offset + j] = true;
-                positions[row * max_len + offset + j] = j as i64;
-            }
-            next_pos[row] = p.len() as i64;
-        }
-        let dev = self.device;
-        let t = max_len as i64;
-        let ids_t = Tensor::from_slice(&ids).view([b as i64, t]).to(dev);
-        let pos_t = Tensor::from_slice(&positions).view([b as i64, t]).to(dev);
-        let mut key_valid = Tensor::from_slice(&valid).view([b as i64, t]).to(dev);
-        let causal = Tensor::ones([t, t], (Kind::Bool, dev)).tril(0);
-        let allowed = causal.unsqueeze(0) * key_valid.unsqueeze(1);
-        let bias = Tensor::zeros([b as i64, 1, t, t], (Kind::Float, dev))
-            .masked_fill(&allowed.logical_not().unsqueeze(1), MASKED);
-        let mut cache = KvCache::default();
-        let logits = self.forward(&ids_t, &pos_t, Some(&bias), Some(&mut cache));
-        let mut last = logits.select(1, t - 1);
-        let max_steps = rows
-            .iter()
-            .map(|&r| params[r].max_new_tokens)
-            .max()
-            .unwrap_or(0);
-        let max_seq = self.config.max_seq_len as i64;
-        let mut active = vec![true; b];
-        let vocab = self.config.vocab_size;
-        for _step in 0..max_steps {
-            let flat = Vec::<f32>::try_from(
-                last.to_kind(Kind::Float)
-                    .to(Device::Cpu)
-                    .contiguous()
-                    .view([-1]),
-            )
-            .unwrap_or_default();
-            if flat.len() != b * vocab {
-                break;
-            }
-            let mut next = vec![pad; b];
-            for (row, &r) in rows.iter().enumerate() {
-                if !active[row] {
-                    continue;
-                }
-                let (id, lp) = sample_token(
-                    &flat[row * vocab..(row + 1) * vocab],
-                    &params[r],
-                    &mut rngs[r],
-                );
-                let g = &mut out[r];
-                g.ids.push(id);
-                g.logprobs.push(lp);
-                next[row] = id as i64;
-                if params[r].stop_ids.contains(&id) {
-                    g.finish = FinishReason::Stop;
-                    active[row] = false;
-                } else if g.ids.len() >= params[r].max_new_tokens || next_pos[row] + 1 >= max_seq {
-                    active[row] = false;
-                }
-            }
-            if !active.iter().any(|&a| a) {
-                break;
-            }
-            let next_t = Tensor::from_slice(&next).view([b as i64, 1]).to(dev);
-            let pos: Vec<i64> = next_pos.iter().map(|&p| p.min(max_seq - 1)).collect();
-            let pos_t = Tensor::from_slice(&pos).view([b as i64, 1]).to(dev);
-            for p in next_pos.iter_mut() {
-                *p += 1;
-            }
-            key_valid = Tensor::cat(
-                &[&key_valid, &Tensor::ones([b as i64, 1], (Kind::Bool, dev))],
-                1,
-            );
-            let tk = key_valid.size()[1];
-            let bias = Tensor::zeros([b as i64, 1, 1, tk], (Kind::Float, dev))
-                .masked_fill(&key_valid.logical_not().view([b as i64, 1, 1, tk]), MASKED);
-            let logits = self.forward(&next_t, &pos_t, Some(&bias), Some(&mut cache));
-            last = logits.select(1, 0);
-        }
+        ids: &Tensor,
+        positions: &Tensor,
+        bias: &Tensor,
+        cache: &mut KvCache,
+    ) -> Tensor {
+        self.forward(ids, positions, Some(bias), Some(cache))
     }
 }

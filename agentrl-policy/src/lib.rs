@@ -31,6 +31,8 @@ pub mod sampling;
 pub mod tokenizer;
 
 #[cfg(feature = "tch")]
+mod decode;
+#[cfg(feature = "tch")]
 pub mod gpt;
 #[cfg(feature = "tch")]
 pub mod tch_policy;

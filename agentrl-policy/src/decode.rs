@@ -1,0 +1,202 @@
+//! Batched, left-padded generation with a KV cache, shared by every tch decoder.
+//!
+//! A model implements [`CachedDecoder`] (one forward over new ids at given positions, with an
+//! attention bias and a cache); [`generate`] does the rest: validation, left padding, per-row
+//! sampling parameters and random streams, stop ids and the context limit.
+
+use agentrl_core::{Error, FinishReason, Generation, Result, SamplingParams, SeededRng, TokenId};
+use tch::{Device, Kind, Tensor};
+
+use crate::sampling::sample_token;
+
+/// Attention bias value for masked positions (finite, so fully masked rows stay finite).
+pub(crate) const MASKED: f64 = -1e9;
+
+/// Per-layer cached keys and values, `[batch, heads, time, head_dim]`.
+#[derive(Debug, Default)]
+pub(crate) struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    /// Appends `k` and `v` of layer `layer` to the cache and returns the full keys and values.
+    pub(crate) fn extend(&mut self, layer: usize, k: Tensor, v: Tensor) -> (Tensor, Tensor) {
+        if self.layers.len() <= layer {
+            self.layers.resize_with(layer + 1, || None);
+        }
+        let (k, v) = match &self.layers[layer] {
+            Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2), Tensor::cat(&[pv, &v], 2)),
+            None => (k, v),
+        };
+        self.layers[layer] = Some((k.shallow_clone(), v.shallow_clone()));
+        (k, v)
+    }
+}
+
+/// A decoder that can run forward steps over a [`KvCache`].
+pub(crate) trait CachedDecoder {
+    /// Vocabulary size.
+    fn vocab_size(&self) -> usize;
+    /// Longest sequence the model's positions cover.
+    fn context_len(&self) -> usize;
+    /// Where the model's tensors live.
+    fn device(&self) -> Device;
+    /// Logits `[B, T, V]` for ids `[B, T]` at `positions`, with `bias` `[B, 1, T, T_keys]` added to
+    /// the attention scores and the keys/values appended to `cache`.
+    fn forward_cached(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        bias: &Tensor,
+        cache: &mut KvCache,
+    ) -> Tensor;
+}
+
+/// Continues every prompt (batched, left-padded, KV cache). Rows may have different sampling
+/// params; `rngs` gives each row its random stream. A prompt with no room left in the context
+/// returns no ids with finish `Length`.
+pub(crate) fn generate<M: CachedDecoder>(
+    model: &M,
+    prompts: &[Vec<TokenId>],
+    params: &[SamplingParams],
+    rngs: &mut [SeededRng],
+    policy_version: u64,
+) -> Result<Vec<Generation>> {
+    let n = prompts.len();
+    if params.len() != n || rngs.len() != n {
+        return Err(Error::Policy(
+            "prompts, params and rngs differ in length".into(),
+        ));
+    }
+    let vocab = model.vocab_size();
+    let max_seq = model.context_len();
+    let mut out: Vec<Generation> = (0..n)
+        .map(|_| Generation {
+            ids: Vec::new(),
+            logprobs: Vec::new(),
+            finish: FinishReason::Length,
+            policy_version,
+        })
+        .collect();
+    let mut rows: Vec<usize> = Vec::with_capacity(n);
+    for (i, p) in prompts.iter().enumerate() {
+        params[i].validate()?;
+        if let Some(&bad) = p.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::Policy(format!(
+                "prompt {i} has id {bad}, outside the vocabulary of {vocab}"
+            )));
+        }
+        if p.is_empty() {
+            return Err(Error::Policy(format!("prompt {i} is empty")));
+        }
+        if p.len() < max_seq {
+            rows.push(i);
+        }
+    }
+    if rows.is_empty() {
+        return Ok(out);
+    }
+    tch::no_grad(|| generate_rows(model, prompts, params, rngs, &rows, &mut out))?;
+    Ok(out)
+}
+
+fn generate_rows<M: CachedDecoder>(
+    model: &M,
+    prompts: &[Vec<TokenId>],
+    params: &[SamplingParams],
+    rngs: &mut [SeededRng],
+    rows: &[usize],
+    out: &mut [Generation],
+) -> Result<()> {
+    let b = rows.len();
+    let max_len = rows.iter().map(|&r| prompts[r].len()).max().unwrap_or(1);
+    let pad = 0i64;
+    let mut ids = vec![pad; b * max_len];
+    let mut valid = vec![false; b * max_len];
+    let mut positions = vec![0i64; b * max_len];
+    let mut next_pos = vec![0i64; b];
+    for (row, &r) in rows.iter().enumerate() {
+        let p = &prompts[r];
+        let offset = max_len - p.len();
+        for (j, &id) in p.iter().enumerate() {
+            ids[row * max_len + offset + j] = id as i64;
+            valid[row * max_len + offset + j] = true;
+            positions[row * max_len + offset + j] = j as i64;
+        }
+        next_pos[row] = p.len() as i64;
+    }
+    let dev = model.device();
+    let bi = b as i64;
+    let t = max_len as i64;
+    let ids_t = Tensor::from_slice(&ids).view([bi, t]).to(dev);
+    let pos_t = Tensor::from_slice(&positions).view([bi, t]).to(dev);
+    let mut key_valid = Tensor::from_slice(&valid).view([bi, t]).to(dev);
+    let causal = Tensor::ones([t, t], (Kind::Bool, dev)).tril(0);
+    let allowed = causal.unsqueeze(0).logical_and(&key_valid.unsqueeze(1));
+    let bias = Tensor::zeros([bi, 1, t, t], (Kind::Float, dev))
+        .masked_fill(&allowed.logical_not().unsqueeze(1), MASKED);
+    let mut cache = KvCache::default();
+    let logits = model.forward_cached(&ids_t, &pos_t, &bias, &mut cache);
+    let mut last = logits.select(1, t - 1);
+    let max_steps = rows
+        .iter()
+        .map(|&r| params[r].max_new_tokens)
+        .max()
+        .unwrap_or(0);
+    let max_seq = model.context_len() as i64;
+    let mut active = vec![true; b];
+    let vocab = model.vocab_size();
+    for _step in 0..max_steps {
+        let flat = Vec::<f32>::try_from(
+            last.to_kind(Kind::Float)
+                .to(Device::Cpu)
+                .contiguous()
+                .view([-1]),
+        )
+        .map_err(|e| Error::Policy(format!("reading logits: {e}")))?;
+        if flat.len() != b * vocab {
+            return Err(Error::Policy(format!(
+                "logits have {} values, expected {}",
+                flat.len(),
+                b * vocab
+            )));
+        }
+        let mut next = vec![pad; b];
+        for (row, &r) in rows.iter().enumerate() {
+            if !active[row] {
+                continue;
+            }
+            let (id, lp) = sample_token(
+                &flat[row * vocab..(row + 1) * vocab],
+                &params[r],
+                &mut rngs[r],
+            );
+            let g = &mut out[r];
+            g.ids.push(id);
+            g.logprobs.push(lp);
+            next[row] = id as i64;
+            if params[r].stop_ids.contains(&id) {
+                g.finish = FinishReason::Stop;
+                active[row] = false;
+            } else if g.ids.len() >= params[r].max_new_tokens || next_pos[row] + 1 >= max_seq {
+                active[row] = false;
+            }
+        }
+        if !active.iter().any(|&a| a) {
+            break;
+        }
+        let next_t = Tensor::from_slice(&next).view([bi, 1]).to(dev);
+        let pos: Vec<i64> = next_pos.iter().map(|&p| p.min(max_seq - 1)).collect();
+        let pos_t = Tensor::from_slice(&pos).view([bi, 1]).to(dev);
+        for p in next_pos.iter_mut() {
+            *p += 1;
+        }
+        key_valid = Tensor::cat(&[&key_valid, &Tensor::ones([bi, 1], (Kind::Bool, dev))], 1);
+        let tk = key_valid.size()[1];
+        let bias = Tensor::zeros([bi, 1, 1, tk], (Kind::Float, dev))
+            .masked_fill(&key_valid.logical_not().view([bi, 1, 1, tk]), MASKED);
+        let logits = model.forward_cached(&next_t, &pos_t, &bias, &mut cache);
+        last = logits.select(1, 0);
+    }
+    Ok(())
+}
