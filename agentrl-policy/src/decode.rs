@@ -52,6 +52,34 @@ pub(crate) trait CachedDecoder {
     ) -> Tensor;
 }
 
+/// Positions `0..T` for every row of right-padded ids `[B, T]`.
+pub(crate) fn causal_positions(ids: &Tensor, device: Device) -> Tensor {
+    let (b, t) = ids.size2().unwrap_or((1, 1));
+    Tensor::arange(t, (Kind::Int64, device))
+        .unsqueeze(0)
+        .expand([b, t], false)
+}
+
+/// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given `logits` `[B, T-1, V]` computed over
+/// `ids[:, :-1]`, under `softmax(logits / temperature)`, and the entropy of each distribution.
+pub(crate) fn next_token_logprobs(
+    logits: Tensor,
+    ids: &Tensor,
+    temperature: f64,
+) -> (Tensor, Tensor) {
+    let t = ids.size().get(1).copied().unwrap_or(1);
+    let logits = if temperature > 0.0 && temperature != 1.0 {
+        logits / temperature
+    } else {
+        logits
+    };
+    let logp = logits.log_softmax(-1, Kind::Float);
+    let targets = ids.narrow(1, 1, t - 1).unsqueeze(-1);
+    let chosen = logp.gather(-1, &targets, false).squeeze_dim(-1);
+    let entropy = -(logp.exp() * &logp).sum_dim_intlist(-1, false, Kind::Float);
+    (chosen, entropy)
+}
+
 /// Continues every prompt (batched, left-padded, KV cache). Rows may have different sampling
 /// params; `rngs` gives each row its random stream. A prompt with no room left in the context
 /// returns no ids with finish `Length`.

@@ -199,10 +199,7 @@ impl TinyGpt {
 
     /// Logits `[B, T, V]` of right-padded training sequences `[B, T]` (positions 0..T, causal).
     pub fn forward_train(&self, ids: &Tensor) -> Tensor {
-        let (b, t) = ids.size2().unwrap_or((1, 1));
-        let positions = Tensor::arange(t, (Kind::Int64, self.device))
-            .unsqueeze(0)
-            .expand([b, t], false);
+        let positions = crate::decode::causal_positions(ids, self.device);
         self.forward(ids, &positions, None, None)
     }
 
@@ -211,16 +208,7 @@ impl TinyGpt {
     pub fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
         let t = ids.size().get(1).copied().unwrap_or(1);
         let logits = self.forward_train(&ids.narrow(1, 0, t - 1));
-        let logits = if temperature > 0.0 && temperature != 1.0 {
-            logits / temperature
-        } else {
-            logits
-        };
-        let logp = logits.log_softmax(-1, Kind::Float);
-        let targets = ids.narrow(1, 1, t - 1).unsqueeze(-1);
-        let chosen = logp.gather(-1, &targets, false).squeeze_dim(-1);
-        let entropy = -(logp.exp() * &logp).sum_dim_intlist(-1, false, Kind::Float);
-        (chosen, entropy)
+        crate::decode::next_token_logprobs(logits, ids, temperature)
     }
 
     /// Continues every prompt (batched, KV cache). Rows may have different sampling params;
