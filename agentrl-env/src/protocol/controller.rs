@@ -21,7 +21,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use agentrl_core::{Error, Result, Split};
@@ -528,18 +528,11 @@ impl Controller {
     }
 
     fn spawn_sweeper(&self) -> JoinHandle<()> {
-        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
         let c = &self.shared.config;
         let period = (c.heartbeat_timeout.min(c.session_ttl) / 4)
             .clamp(Duration::from_millis(10), Duration::from_secs(1));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(shared) = weak.upgrade() else { break };
-                shared.sweep_and_cancel();
-            }
+        super::periodic::spawn_sweeper(&self.shared, period, |shared| {
+            shared.sweep_and_cancel();
         })
     }
 }

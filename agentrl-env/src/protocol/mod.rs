@@ -24,6 +24,7 @@
 
 pub mod client;
 pub mod controller;
+mod periodic;
 pub mod server;
 
 use agentrl_core::{Message, Split, Step, StepInfo, Task, ToolSpec};

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use agentrl_core::{Env, Error, Message, Result, Split, Task};
@@ -345,17 +345,10 @@ impl EnvServer {
     /// Spawns a task that sweeps idle sessions periodically (every half TTL, at most once per
     /// 10 ms and at least once per second) until the server is dropped.
     fn spawn_sweeper(&self) -> JoinHandle<()> {
-        let weak: Weak<Shared> = Arc::downgrade(&self.shared);
         let period = (self.shared.config.session_ttl / 2)
             .clamp(Duration::from_millis(10), Duration::from_secs(1));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(shared) = weak.upgrade() else { break };
-                shared.sweep();
-            }
+        super::periodic::spawn_sweeper(&self.shared, period, |shared| {
+            shared.sweep();
         })
     }
 }
