@@ -185,17 +185,36 @@ async fn prompts_beyond_the_context_fall_back_with_a_reason() {
     assert_eq!(backend.prompts_too_long(), 1);
 }
 
+/// The real policy behind a delay far longer than the judge waits, so the timeout path runs
+/// whatever the machine's load (a race against a 1 ms timer once failed under load).
+struct Delayed {
+    inner: PolicyJudge,
+    delay: Duration,
+}
+
+#[async_trait]
+impl JudgeBackend for Delayed {
+    async fn complete(&self, prompt: &str) -> Result<String> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.complete(prompt).await
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_policy_times_out_to_the_fallback() {
-    // 1 ms is less than the policy thread's 2 ms batch-gathering window alone.
     let judge = LlmJudge::new(
-        Arc::new(policy_judge(5)),
+        Arc::new(Delayed {
+            inner: policy_judge(5),
+            delay: Duration::from_secs(600),
+        }),
         JudgeSettings {
-            timeout: Duration::from_millis(1),
+            timeout: Duration::from_millis(50),
             ..settings()
         },
     );
     let b = judge.score(&trajectory("42")).await.unwrap();
     assert_eq!(b.parts["judge_fallback"], 1.0);
-    assert!(judge.last_failure().unwrap().contains("no answer within"));
+    assert_eq!((judge.fallbacks(), judge.failures()), (1, 1));
+    let why = judge.last_failure().unwrap();
+    assert!(why.contains("no answer within 50ms"), "{why}");
 }
