@@ -168,7 +168,7 @@ async fn expert_plays_through_the_controller_and_sessions_spread() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_worker_is_removed_and_its_sessions_answer_worker_lost() {
     let config = ControllerConfig {
-        heartbeat_timeout: Duration::from_millis(300),
+        heartbeat_timeout: Duration::from_millis(1500),
         ..ControllerConfig::default()
     };
     let (ctl, handle) = controller(config).await;
@@ -243,7 +243,7 @@ async fn a_silent_worker_is_removed_and_its_sessions_answer_worker_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_sessions_avoid_a_silent_worker() {
     let config = ControllerConfig {
-        heartbeat_timeout: Duration::from_millis(300),
+        heartbeat_timeout: Duration::from_millis(1500),
         ..ControllerConfig::default()
     };
     let (ctl, handle) = controller(config).await;
@@ -283,7 +283,7 @@ async fn new_sessions_avoid_a_silent_worker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sessions_expire_and_cancel_works() {
     let config = ControllerConfig {
-        session_ttl: Duration::from_millis(200),
+        session_ttl: Duration::from_millis(800),
         ..ControllerConfig::default()
     };
     let (ctl, handle) = controller(config).await;

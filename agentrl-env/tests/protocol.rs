@@ -444,7 +444,7 @@ async fn malformed_actions_are_error_observations_and_the_episode_goes_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sessions_expire() {
     let config = ServerConfig {
-        session_ttl: Duration::from_millis(150),
+        session_ttl: Duration::from_millis(800),
         ..ServerConfig::default()
     };
     let (addr, handle) = arith_server(config).await;
