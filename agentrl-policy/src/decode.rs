@@ -52,6 +52,28 @@ pub(crate) trait CachedDecoder {
     ) -> Tensor;
 }
 
+/// A causal language model that [`crate::TchPolicy`] can serve and a learner can train:
+/// batched generation plus the log-probabilities of given ids. [`crate::TinyGpt`] and
+/// [`crate::llama::Llama`] implement it.
+pub trait PolicyModel: Send + 'static {
+    /// Vocabulary size.
+    fn vocab_size(&self) -> usize;
+    /// Longest sequence (prompt + generation) the model covers.
+    fn context_len(&self) -> usize;
+    /// Continues every prompt (batched, left-padded, KV cache); rows may have their own
+    /// sampling params, `rngs` gives each row its random stream.
+    fn generate(
+        &self,
+        prompts: &[Vec<TokenId>],
+        params: &[SamplingParams],
+        rngs: &mut [SeededRng],
+        policy_version: u64,
+    ) -> Result<Vec<Generation>>;
+    /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given their prefixes under
+    /// `softmax(logits / temperature)`, and the entropy of each distribution.
+    fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor);
+}
+
 /// Positions `0..T` for every row of right-padded ids `[B, T]`.
 pub(crate) fn causal_positions(ids: &Tensor, device: Device) -> Tensor {
     let (b, t) = ids.size2().unwrap_or((1, 1));

@@ -245,3 +245,24 @@ impl CachedDecoder for TinyGpt {
         self.forward(ids, positions, Some(bias), Some(cache))
     }
 }
+
+impl crate::decode::PolicyModel for TinyGpt {
+    fn vocab_size(&self) -> usize {
+        self.config.vocab_size
+    }
+    fn context_len(&self) -> usize {
+        self.config.max_seq_len
+    }
+    fn generate(
+        &self,
+        prompts: &[Vec<TokenId>],
+        params: &[SamplingParams],
+        rngs: &mut [SeededRng],
+        policy_version: u64,
+    ) -> Result<Vec<Generation>> {
+        TinyGpt::generate(self, prompts, params, rngs, policy_version)
+    }
+    fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
+        TinyGpt::token_logprobs(self, ids, temperature)
+    }
+}

@@ -31,7 +31,7 @@ pub mod sampling;
 pub mod tokenizer;
 
 #[cfg(feature = "tch")]
-mod decode;
+pub mod decode;
 #[cfg(feature = "tch")]
 pub mod gpt;
 #[cfg(feature = "tch")]
@@ -41,6 +41,8 @@ pub use chat::{ChatFormat, ParsedAction, TinyChatFormat};
 pub use sampling::sample_token;
 pub use tokenizer::{ByteTokenizer, SPECIAL_TOKENS, SpecialIds};
 
+#[cfg(feature = "tch")]
+pub use decode::PolicyModel;
 #[cfg(feature = "tch")]
 pub use gpt::{GptConfig, TinyGpt};
 #[cfg(feature = "tch")]

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use tch::{Tensor, nn};
 use tokio::sync::oneshot;
 
-use crate::gpt::TinyGpt;
+use crate::decode::PolicyModel;
 
 /// Named weight tensors, as produced by [`snapshot_weights`].
 pub type NamedWeights = Vec<(String, Tensor)>;
@@ -73,9 +73,16 @@ pub fn snapshot_weights(vs: &nn::VarStore) -> NamedWeights {
 }
 
 impl TchPolicy {
-    /// Starts the model thread. `max_batch` bounds the rows of one forward batch; `seed` seeds
-    /// the sampling streams of requests that bring no seed of their own.
-    pub fn spawn(vs: nn::VarStore, model: TinyGpt, max_batch: usize, seed: u64) -> Result<Self> {
+    /// Starts the model thread for `model` (a [`crate::TinyGpt`], a [`crate::llama::Llama`] or
+    /// any [`PolicyModel`]) whose variables live in `vs`. `max_batch` bounds the rows of one
+    /// forward batch; `seed` seeds the sampling streams of requests that bring no seed of their
+    /// own.
+    pub fn spawn<M: PolicyModel>(
+        vs: nn::VarStore,
+        model: M,
+        max_batch: usize,
+        seed: u64,
+    ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Command>();
         let version = Arc::new(AtomicU64::new(0));
         let batches = Arc::new(AtomicU64::new(0));
@@ -148,9 +155,9 @@ fn apply_weights(vs: &nn::VarStore, weights: &NamedWeights) -> Result<()> {
     })
 }
 
-fn model_thread(
+fn model_thread<M: PolicyModel>(
     vs: nn::VarStore,
-    model: TinyGpt,
+    model: M,
     rx: mpsc::Receiver<Command>,
     version: Arc<AtomicU64>,
     batches: Arc<AtomicU64>,
@@ -209,7 +216,12 @@ type Job = (
     oneshot::Sender<Result<Vec<Generation>>>,
 );
 
-fn run_batch(model: &TinyGpt, jobs: Vec<Job>, version: &AtomicU64, seeds: &mut SeededRng) {
+fn run_batch<M: PolicyModel>(
+    model: &M,
+    jobs: Vec<Job>,
+    version: &AtomicU64,
+    seeds: &mut SeededRng,
+) {
     let mut prompts = Vec::new();
     let mut params = Vec::new();
     let mut rngs = Vec::new();

@@ -242,3 +242,24 @@ impl CachedDecoder for Llama {
         self.forward(ids, positions, Some(bias), Some(cache))
     }
 }
+
+impl crate::decode::PolicyModel for Llama {
+    fn vocab_size(&self) -> usize {
+        self.config.vocab_size
+    }
+    fn context_len(&self) -> usize {
+        self.config.max_position_embeddings
+    }
+    fn generate(
+        &self,
+        prompts: &[Vec<TokenId>],
+        params: &[SamplingParams],
+        rngs: &mut [SeededRng],
+        policy_version: u64,
+    ) -> Result<Vec<Generation>> {
+        Llama::generate(self, prompts, params, rngs, policy_version)
+    }
+    fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
+        Llama::token_logprobs(self, ids, temperature)
+    }
+}
