@@ -33,6 +33,10 @@ pub struct EnvServerArgs {
     /// Bearer token of the controller.
     #[arg(long, requires = "controller")]
     pub token: Option<String>,
+    /// Base URL the controller should use to reach this server (default: `http://` + the bound
+    /// address; set it when listening on 0.0.0.0 or behind NAT).
+    #[arg(long, requires = "controller")]
+    pub advertise: Option<String>,
 }
 
 /// Serves `args.envs` until Ctrl-C, then lets requests in flight finish.
@@ -61,7 +65,10 @@ pub async fn run(args: EnvServerArgs) -> Result<()> {
             let registration = register_worker(
                 WorkerRegistration {
                     controller: controller.clone(),
-                    address: format!("http://{bound}"),
+                    address: args
+                        .advertise
+                        .clone()
+                        .unwrap_or_else(|| format!("http://{bound}")),
                     envs: args.envs.iter().map(|e| e.trim().to_string()).collect(),
                     capacity: Some(max_sessions),
                     token: args.token.clone(),
