@@ -596,3 +596,61 @@ async fn bad_worker_requests_get_json_4xx_and_a_forgotten_worker_registers_again
     assert_eq!(handle.controller().worker_count(), 1);
     handle.shutdown().await.unwrap();
 }
+
+/// A registered worker whose address nothing listens on any more (a server that died between
+/// heartbeats).
+async fn register_dead_worker(ctl: SocketAddr) -> String {
+    let listener = std::net::TcpListener::bind(loopback()).unwrap();
+    let dead = listener.local_addr().unwrap();
+    drop(listener);
+    let answer = raw(
+        reqwest::Method::POST,
+        format!("http://{ctl}/api/register"),
+        None,
+        None,
+        Some(json!({"address": format!("http://{dead}"), "envs": ["arith-calc"]})),
+    )
+    .await;
+    assert_eq!(answer.0, 200, "{answer:?}");
+    answer.1["worker_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_sessions_skip_a_worker_that_cannot_be_reached() {
+    let (ctl, handle) = controller(ControllerConfig::default()).await;
+    // Registered first, so with equal loads it is the first choice.
+    register_dead_worker(ctl).await;
+    let live = worker(ctl, None).await;
+    let mut open = Vec::new();
+    for index in 0..3 {
+        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
+        env.reset_index(Split::Test, index).await.unwrap();
+        open.push(env);
+    }
+    assert_eq!(live.server.server().session_count(), 3);
+    assert_eq!(handle.controller().session_count(), 3);
+    drop(open);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_unreachable_workers_give_502_with_the_reason() {
+    let (ctl, handle) = controller(ControllerConfig::default()).await;
+    register_dead_worker(ctl).await;
+    register_dead_worker(ctl).await;
+    let answer = raw(
+        reqwest::Method::POST,
+        format!("http://{ctl}/api/start_sample"),
+        None,
+        None,
+        Some(json!({"name": "arith-calc", "index": 0})),
+    )
+    .await;
+    assert_error(
+        &answer,
+        502,
+        "2 worker(s) for env `arith-calc` could not be reached",
+    );
+    assert_eq!(handle.controller().session_count(), 0);
+    handle.shutdown().await.unwrap();
+}

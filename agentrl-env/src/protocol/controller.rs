@@ -16,7 +16,9 @@
 //! 410 "worker lost" and are forgotten. Sessions idle for longer than
 //! [`ControllerConfig::session_ttl`] expire (404, and the worker is told to cancel them). With a
 //! [`ControllerConfig::token`], every request needs `Authorization: Bearer TOKEN` (401 without).
-//! A worker that cannot be reached gets 502; no worker for an env gets 503.
+//! A new session whose chosen worker cannot be reached goes to the next least-loaded one; 502
+//! when none can be reached, or when the worker of a running session cannot; no worker for an
+//! env gets 503.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -654,14 +656,18 @@ async fn not_found() -> ApiError {
     )
 }
 
-/// The least-loaded live worker serving `env` below its capacity; reserves one session on it.
-fn pick(shared: &Shared, env: &str) -> Result<(u64, String), ApiError> {
+/// The least-loaded live worker serving `env` below its capacity, other than those in `skip`;
+/// reserves one session on it.
+fn pick(shared: &Shared, env: &str, skip: &[u64]) -> Result<(u64, String), ApiError> {
     let timeout = shared.config.heartbeat_timeout;
     let mut t = lock(&shared.tables);
     let mut serving = 0;
     let mut best: Option<(u64, usize)> = None;
     for (id, w) in &t.workers {
         if w.last_beat.elapsed() > timeout || !w.envs.iter().any(|e| e == env) {
+            continue;
+        }
+        if skip.contains(id) {
             continue;
         }
         serving += 1;
@@ -720,7 +726,7 @@ async fn get_indices(
             ),
         )
     })?;
-    let (wid, base) = pick(&shared, &query.name)?;
+    let (wid, base) = pick(&shared, &query.name, &[])?;
     unreserve(&shared, wid);
     let split = query.split.unwrap_or(Split::Test);
     let url = format!(
@@ -751,24 +757,48 @@ async fn start_sample(
 ) -> Result<Response, ApiError> {
     let request: StartSampleRequest = parse_body(&body, "start_sample")?;
     let raw = body.unwrap_or_default();
-    let (wid, base) = pick(&shared, &request.name)?;
-    let answer = forward(
-        &shared,
-        reqwest::Method::POST,
-        format!("{base}/api/start_sample"),
-        None,
-        Some(raw),
-    )
-    .await;
-    let answer = match answer {
-        Ok(a) if a.status.is_success() => a,
-        Ok(a) => {
-            unreserve(&shared, wid);
-            return Ok(a.respond(None));
-        }
-        Err(e) => {
-            unreserve(&shared, wid);
-            return Err(e);
+    // A worker that cannot be reached (it died since its last heartbeat) is skipped and the
+    // next least-loaded one tried; its heartbeat timeout removes it for good.
+    let mut unreachable = Vec::new();
+    let (wid, base, answer) = loop {
+        let (wid, base) = match pick(&shared, &request.name, &unreachable) {
+            Ok(picked) => picked,
+            Err(e) if unreachable.is_empty() => return Err(e),
+            Err(e) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "{} worker(s) for env `{}` could not be reached and no other is left ({})",
+                        unreachable.len(),
+                        request.name,
+                        e.message
+                    ),
+                ));
+            }
+        };
+        let answer = forward(
+            &shared,
+            reqwest::Method::POST,
+            format!("{base}/api/start_sample"),
+            None,
+            Some(raw.clone()),
+        )
+        .await;
+        match answer {
+            Ok(a) if a.status.is_success() => break (wid, base, a),
+            Ok(a) => {
+                unreserve(&shared, wid);
+                return Ok(a.respond(None));
+            }
+            Err(e) => {
+                unreserve(&shared, wid);
+                tracing::warn!(
+                    worker = wid,
+                    "start_sample failed, trying another worker: {}",
+                    e.message
+                );
+                unreachable.push(wid);
+            }
         }
     };
     let Some(remote_id) = answer
