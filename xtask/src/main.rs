@@ -1,6 +1,7 @@
 //! `cargo xtask`: project automation for AgentRL (libtorch setup, tests, the demo, benchmarks).
 
 mod libtorch;
+mod parity;
 
 use std::env;
 use std::ffi::OsString;
@@ -23,10 +24,13 @@ commands:
   demo                  setup, build the `agentrl` binary (release) and run
                         `agentrl demo --config configs/demo.toml --run-dir runs/demo`
   bench [args...]       setup, then `cargo bench --workspace [args...]`
+  parity                setup, a venv with torch + transformers (.venv-parity, ~2.7 GB once),
+                        then the logits-parity tests of the Llama-family decoder (< 1e-4)
   help                  print this text
 
 environment:
   AGENTRL_LIBTORCH_LAYOUT=cpu|cuda  force a libtorch layout instead of detecting a GPU
+  AGENTRL_SMOLLM2_GGUF=<file>       parity also compares the real SmolLM2-135M-Instruct GGUF
   LIBTORCH=<dir>                    use your own libtorch; test/demo/bench then skip setup
 ";
 
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
         Some("test") => cmd_test(&rest),
         Some("demo") => cmd_demo(&rest),
         Some("bench") => cmd_bench(&rest),
+        Some("parity") => cmd_parity(&rest),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -205,6 +210,22 @@ fn cmd_bench(args: &[OsString]) -> Result<()> {
     let mut cmd = cargo(&root, libtorch.as_deref());
     cmd.args(["bench", "--workspace"]).args(args);
     run("cargo bench", &mut cmd)
+}
+
+/// `cargo xtask parity`: our Llama-family logits against transformers' on the same checkpoints.
+fn cmd_parity(args: &[OsString]) -> Result<()> {
+    if !args.is_empty() {
+        return Err(Failure::new(
+            "parity takes no arguments; set AGENTRL_SMOLLM2_GGUF to include the real SmolLM2 file",
+        ));
+    }
+    let root = repo_root()?;
+    let libtorch = prepare_libtorch(&root)?;
+    section("parity: reference Python (torch + transformers)");
+    let python = parity::ensure_python(&root)?;
+    section("parity: logits against transformers");
+    let mut cmd = parity::parity_tests(&root, &python, cargo(&root, libtorch.as_deref()));
+    run("the parity tests", &mut cmd)
 }
 
 /// Runs setup unless the user exported their own LIBTORCH; returns a LIBTORCH to set for cargo

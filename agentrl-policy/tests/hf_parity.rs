@@ -1,0 +1,130 @@
+//! Exactness against Hugging Face transformers: in fp32, the logits of the same checkpoint agree
+//! within 1e-4 (max absolute difference) — for tiny random Llama, Qwen2 (q/k/v biases, tied
+//! embeddings) and Llama 3.1 rope-scaled checkpoints written here, and for the real SmolLM2 GGUF.
+//!
+//! Needs a Python with torch and transformers (and `gguf` for the GGUF test), so the tests are
+//! ignored by default: `cargo xtask parity` makes that Python and runs them; or set
+//! `AGENTRL_PARITY_PYTHON` (and `AGENTRL_SMOLLM2_GGUF`) and run with `--ignored`.
+#![cfg(feature = "tch")]
+
+use std::path::Path;
+use std::process::Command;
+
+use agentrl_policy::llama::{Llama, LlamaConfig};
+use tch::{Device, Tensor, nn};
+
+/// The issue's bound on the max absolute logit difference.
+const TOLERANCE: f64 = 1e-4;
+
+fn python() -> String {
+    std::env::var("AGENTRL_PARITY_PYTHON")
+        .expect("set AGENTRL_PARITY_PYTHON to a python with torch and transformers")
+}
+
+/// transformers' logits `[T, V]` for `ids`, from `hf_logits.py`.
+fn hf_logits(model_dir: &Path, ids: &[i64], gguf_file: Option<&str>) -> Tensor {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/parity/hf_logits.py");
+    let ids_arg: Vec<String> = ids.iter().map(i64::to_string).collect();
+    let mut cmd = Command::new(python());
+    cmd.arg(script).arg(model_dir).arg(ids_arg.join(","));
+    if let Some(file) = gguf_file {
+        cmd.arg(file);
+    }
+    let out = cmd.output().expect("running hf_logits.py");
+    assert!(
+        out.status.success(),
+        "hf_logits.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shape: Vec<i64> = serde_json::from_value(json["shape"].clone()).unwrap();
+    let values: Vec<f32> = serde_json::from_value(json["logits"].clone()).unwrap();
+    Tensor::from_slice(&values).view(shape.as_slice())
+}
+
+/// Our logits `[T, V]` for `ids`.
+fn our_logits(model: &Llama, ids: &[i64]) -> Tensor {
+    tch::no_grad(|| {
+        model
+            .logits(&Tensor::from_slice(ids).view([1, ids.len() as i64]))
+            .squeeze_dim(0)
+    })
+}
+
+/// Writes a tiny checkpoint of `config_json` with every variable randomised, reloads it through
+/// `Llama::load` and compares with transformers.
+fn tiny_parity(seed: i64, config_json: &str) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    tch::manual_seed(seed);
+    let config = LlamaConfig::from_json_str(config_json, "tiny").unwrap();
+    let vs = nn::VarStore::new(Device::Cpu);
+    let _model = Llama::new(&vs.root(), config).unwrap();
+    tch::no_grad(|| {
+        for (_, mut v) in vs.variables() {
+            let _ = v.g_add_(&(Tensor::randn_like(&v) * 0.2));
+        }
+    });
+    std::fs::write(dir.path().join("config.json"), config_json).unwrap();
+    vs.save(dir.path().join("model.safetensors")).unwrap();
+    let (_vs, loaded) = Llama::load(dir.path(), Device::Cpu).unwrap();
+    let ids = [1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11, 30, 31];
+    let theirs = hf_logits(dir.path(), &ids, None);
+    let ours = our_logits(&loaded, &ids);
+    assert_eq!(ours.size(), theirs.size());
+    (ours - theirs).abs().max().double_value(&[])
+}
+
+fn tiny_json(model_type: &str, tied: bool, extra: &str) -> String {
+    format!(
+        r#"{{"model_type": "{model_type}", "hidden_size": 32, "intermediate_size": 48,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": 64,
+        "max_position_embeddings": 64, "tie_word_embeddings": {tied}, "hidden_act": "silu"{extra}}}"#
+    )
+}
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn tiny_llama_logits_equal_transformers() {
+    let diff = tiny_parity(1, &tiny_json("llama", false, ""));
+    eprintln!("llama: max |logit diff| = {diff:e}");
+    assert!(diff < TOLERANCE, "{diff}");
+}
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn tiny_qwen2_logits_equal_transformers() {
+    let diff = tiny_parity(2, &tiny_json("qwen2", true, ""));
+    eprintln!("qwen2: max |logit diff| = {diff:e}");
+    assert!(diff < TOLERANCE, "{diff}");
+}
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn tiny_llama31_rope_scaling_logits_equal_transformers() {
+    let scaling = r#", "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}"#;
+    let diff = tiny_parity(3, &tiny_json("llama", false, scaling));
+    eprintln!("llama 3.1 rope scaling: max |logit diff| = {diff:e}");
+    assert!(diff < TOLERANCE, "{diff}");
+}
+
+#[test]
+#[ignore = "needs torch + transformers + gguf and AGENTRL_SMOLLM2_GGUF: cargo xtask parity"]
+fn smollm2_gguf_logits_equal_transformers() {
+    let path = std::env::var("AGENTRL_SMOLLM2_GGUF").expect("set AGENTRL_SMOLLM2_GGUF");
+    let path = Path::new(&path);
+    let (_vs, model, _config) = Llama::load_gguf(path, Device::Cpu).unwrap();
+    // "<|im_start|>user\nWhat is 6*7?<|im_end|>" and a few more ordinary ids.
+    let ids = [
+        1i64, 4093, 198, 1780, 314, 216, 40, 42, 39, 47, 2, 198, 1, 520, 9531, 198,
+    ];
+    let dir = path.parent().unwrap();
+    let file = path.file_name().unwrap().to_str().unwrap();
+    let theirs = hf_logits(dir, &ids, Some(file));
+    let ours = our_logits(&model, &ids);
+    let diff = (ours - &theirs).abs().max().double_value(&[]);
+    let scale = theirs.abs().max().double_value(&[]);
+    eprintln!("SmolLM2 GGUF: max |logit diff| = {diff:e} (largest |logit| {scale:.2})");
+    assert!(diff < TOLERANCE, "{diff}");
+}
