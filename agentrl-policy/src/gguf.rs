@@ -1,4 +1,5 @@
-//! A reader for GGUF model files (versions 2 and 3), the format of llama.cpp.
+//! A reader (and, in [`write`], a writer) for GGUF model files (versions 2 and 3), the format
+//! of llama.cpp.
 //!
 //! A GGUF file is, all little-endian: the magic `GGUF`, a `u32` version, a `u64` tensor count, a
 //! `u64` metadata count, the metadata key/value pairs (key: `u64` length + UTF-8 bytes; value: `u32`
@@ -16,8 +17,10 @@
 //! layout; [`unpermute_llama_qk`] restores the Hugging Face order.
 
 mod dequant;
+pub mod write;
 
 pub use dequant::{GgmlType, f16_to_f32, f32_to_f16};
+pub use write::{GgufTensorData, encode_gguf, tensors_of, write_gguf};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -327,6 +327,15 @@ fn sample_file() -> (Vec<u8>, Vec<f32>) {
 // ---------------------------------------------------------------- tests
 
 #[test]
+fn the_library_writer_matches_this_independent_writer_byte_for_byte() {
+    let (bytes, _) = sample_file();
+    let file = GgufFile::from_bytes(bytes.clone(), "sample.gguf").unwrap();
+    let tensors = agentrl_policy::gguf::tensors_of(&file).unwrap();
+    let written = agentrl_policy::gguf::encode_gguf(file.metadata(), &tensors).unwrap();
+    assert_eq!(written, bytes);
+}
+
+#[test]
 fn metadata_of_every_type_reads_back() {
     let (bytes, _) = sample_file();
     let g = GgufFile::from_bytes(bytes, "sample.gguf").unwrap();

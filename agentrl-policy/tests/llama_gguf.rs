@@ -1,96 +1,14 @@
-//! `Llama::load_gguf`: tiny random Llama / Qwen2 models written here as GGUF (f32, with
-//! llama.cpp's Q/K permutation for `llama`) load back with identical logits; missing tensors,
+//! `Llama::save_gguf` / `Llama::load_gguf`: tiny random Llama / Qwen2 models saved as GGUF
+//! (F32, with llama.cpp's Q/K permutation for `llama`; F16) load back with identical logits; missing tensors,
 //! wrong shapes and bad metadata give errors naming the tensor or key and the file. An opt-in
 //! test runs the real SmolLM2-135M-Instruct GGUF (`AGENTRL_SMOLLM2_GGUF`).
 #![cfg(feature = "tch")]
 
 use std::path::Path;
 
-use agentrl_policy::gguf::{GgufFile, permute_llama_qk};
-use agentrl_policy::llama::{Llama, LlamaConfig, gguf_config};
+use agentrl_policy::gguf::{GgufFile, GgufTensorData, MetaValue, tensors_of, write_gguf};
+use agentrl_policy::llama::{GgufPrecision, Llama, LlamaConfig, gguf_config};
 use tch::{Device, Kind, Tensor, nn};
-
-// ---------------------------------------------------------------- a minimal GGUF v3 writer
-
-enum Meta {
-    U32(u32),
-    F32(f32),
-    Str(String),
-    StrArray(Vec<String>),
-}
-
-fn put_str(b: &mut Vec<u8>, s: &str) {
-    b.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    b.extend_from_slice(s.as_bytes());
-}
-
-fn put_meta(b: &mut Vec<u8>, v: &Meta) {
-    match v {
-        Meta::U32(x) => {
-            b.extend_from_slice(&4u32.to_le_bytes());
-            b.extend_from_slice(&x.to_le_bytes());
-        }
-        Meta::F32(x) => {
-            b.extend_from_slice(&6u32.to_le_bytes());
-            b.extend_from_slice(&x.to_le_bytes());
-        }
-        Meta::Str(s) => {
-            b.extend_from_slice(&8u32.to_le_bytes());
-            put_str(b, s);
-        }
-        Meta::StrArray(v) => {
-            b.extend_from_slice(&9u32.to_le_bytes());
-            b.extend_from_slice(&8u32.to_le_bytes());
-            b.extend_from_slice(&(v.len() as u64).to_le_bytes());
-            for s in v {
-                put_str(b, s);
-            }
-        }
-    }
-}
-
-/// An F32 tensor: name, GGUF dims (innermost first), values in storage order.
-struct F32Tensor {
-    name: String,
-    dims: Vec<u64>,
-    data: Vec<f32>,
-}
-
-fn write_gguf(path: &Path, kvs: &[(String, Meta)], tensors: &[F32Tensor]) {
-    const ALIGN: usize = 32;
-    let mut b = b"GGUF".to_vec();
-    b.extend_from_slice(&3u32.to_le_bytes());
-    b.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    b.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
-    for (k, v) in kvs {
-        put_str(&mut b, k);
-        put_meta(&mut b, v);
-    }
-    let mut offset = 0usize;
-    let mut offsets = Vec::new();
-    for t in tensors {
-        put_str(&mut b, &t.name);
-        b.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-        for d in &t.dims {
-            b.extend_from_slice(&d.to_le_bytes());
-        }
-        b.extend_from_slice(&0u32.to_le_bytes()); // GGML_TYPE_F32
-        b.extend_from_slice(&(offset as u64).to_le_bytes());
-        offsets.push(offset);
-        offset = (offset + 4 * t.data.len()).div_ceil(ALIGN) * ALIGN;
-    }
-    let start = b.len().div_ceil(ALIGN) * ALIGN;
-    b.resize(start, 0);
-    for (t, off) in tensors.iter().zip(offsets) {
-        b.resize(start + off, 0);
-        for x in &t.data {
-            b.extend_from_slice(&x.to_le_bytes());
-        }
-    }
-    std::fs::write(path, b).unwrap();
-}
-
-// ---------------------------------------------------------------- tiny models
 
 fn tiny_config(tied: bool, model_type: &str) -> LlamaConfig {
     let json = format!(
@@ -116,83 +34,16 @@ fn tiny(seed: i64, tied: bool, model_type: &str) -> (nn::VarStore, Llama) {
     (vs, m)
 }
 
-/// The GGUF name of a Hugging Face variable name.
-fn gguf_name(hf: &str) -> String {
-    let fixed = [
-        ("model.embed_tokens.weight", "token_embd.weight"),
-        ("model.norm.weight", "output_norm.weight"),
-        ("lm_head.weight", "output.weight"),
-    ];
-    if let Some((_, g)) = fixed.iter().find(|(h, _)| *h == hf) {
-        return g.to_string();
-    }
-    let rest = hf.strip_prefix("model.layers.").unwrap();
-    let (layer, rest) = rest.split_once('.').unwrap();
-    let parts = [
-        ("input_layernorm.", "attn_norm."),
-        ("self_attn.q_proj.", "attn_q."),
-        ("self_attn.k_proj.", "attn_k."),
-        ("self_attn.v_proj.", "attn_v."),
-        ("self_attn.o_proj.", "attn_output."),
-        ("post_attention_layernorm.", "ffn_norm."),
-        ("mlp.gate_proj.", "ffn_gate."),
-        ("mlp.up_proj.", "ffn_up."),
-        ("mlp.down_proj.", "ffn_down."),
-    ];
-    let (h, g) = parts.iter().find(|(h, _)| rest.starts_with(h)).unwrap();
-    format!("blk.{layer}.{g}{}", &rest[h.len()..])
-}
-
-/// The model's variables as GGUF F32 tensors (Q/K permuted like llama.cpp for `llama`).
-fn gguf_tensors(vs: &nn::VarStore, config: &LlamaConfig) -> Vec<F32Tensor> {
-    let permute = config.model_type.as_deref() == Some("llama");
-    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
-    vars.sort_by(|a, b| a.0.cmp(&b.0));
-    vars.into_iter()
-        .map(|(hf, t)| {
-            let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
-            let mut data = Vec::<f32>::try_from(t.flatten(0, -1)).unwrap();
-            let heads = if hf.contains("q_proj") {
-                config.num_attention_heads
-            } else {
-                config.kv_heads()
-            };
-            if permute && (hf.contains("q_proj") || hf.contains("k_proj")) {
-                let cols = shape.get(1).copied().unwrap_or(1);
-                data = permute_llama_qk(&data, heads, shape[0], cols).unwrap();
-            }
-            F32Tensor {
-                name: gguf_name(&hf),
-                dims: shape.iter().rev().map(|&d| d as u64).collect(),
-                data,
-            }
-        })
-        .collect()
-}
-
-fn metadata(config: &LlamaConfig) -> Vec<(String, Meta)> {
-    let arch = config.model_type.clone().unwrap();
-    let k = |s: &str| format!("{arch}.{s}");
-    let u = |v: usize| Meta::U32(v as u32);
-    vec![
-        ("general.architecture".into(), Meta::Str(arch.clone())),
-        ("general.name".into(), Meta::Str("tiny".into())),
-        (k("embedding_length"), u(config.hidden_size)),
-        (k("feed_forward_length"), u(config.intermediate_size)),
-        (k("block_count"), u(config.num_hidden_layers)),
-        (k("attention.head_count"), u(config.num_attention_heads)),
-        (k("attention.head_count_kv"), u(config.kv_heads())),
-        (
-            k("attention.layer_norm_rms_epsilon"),
-            Meta::F32(config.rms_norm_eps as f32),
-        ),
-        (k("rope.freq_base"), Meta::F32(config.rope_theta as f32)),
-        (k("context_length"), u(config.max_position_embeddings)),
-        (
-            "tokenizer.ggml.tokens".into(),
-            Meta::StrArray((0..config.vocab_size).map(|i| format!("t{i}")).collect()),
-        ),
-    ]
+/// The model saved by `Llama::save_gguf` (F32), read back as metadata and tensors to edit.
+fn saved_parts(
+    vs: &nn::VarStore,
+    model: &Llama,
+) -> (Vec<(String, MetaValue)>, Vec<GgufTensorData>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("saved.gguf");
+    model.save_gguf(vs, &path, GgufPrecision::F32, &[]).unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    (file.metadata().to_vec(), tensors_of(&file).unwrap())
 }
 
 fn ids() -> Tensor {
@@ -207,11 +58,9 @@ fn round_trip(tied: bool, model_type: &str) {
     let (vs, model) = tiny(7, tied, model_type);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.gguf");
-    write_gguf(
-        &path,
-        &metadata(model.config()),
-        &gguf_tensors(&vs, model.config()),
-    );
+    model
+        .save_gguf(&vs, &path, GgufPrecision::F32, &[])
+        .unwrap();
     let (vs2, loaded, config) = Llama::load_gguf(&path, Device::Cpu).unwrap();
     assert_eq!(&config, loaded.config());
     assert_eq!(config.tie_word_embeddings, tied);
@@ -246,16 +95,83 @@ fn qwen2_with_biases_round_trip_gives_identical_logits() {
 }
 
 #[test]
+fn f16_export_is_half_the_size_and_close() {
+    let (vs, model) = tiny(5, false, "llama");
+    let dir = tempfile::tempdir().unwrap();
+    let (f32_path, f16_path) = (dir.path().join("a.gguf"), dir.path().join("b.gguf"));
+    model
+        .save_gguf(&vs, &f32_path, GgufPrecision::F32, &[])
+        .unwrap();
+    model
+        .save_gguf(&vs, &f16_path, GgufPrecision::F16, &[])
+        .unwrap();
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len() as f64;
+    assert!(size(&f16_path) < 0.6 * size(&f32_path));
+    let file = GgufFile::open(&f16_path).unwrap();
+    let kind = |n: &str| file.tensor_info(n).unwrap().ggml_type.to_string();
+    assert_eq!(kind("blk.0.attn_q.weight"), "F16");
+    assert_eq!(kind("blk.0.attn_norm.weight"), "F32", "norms stay f32");
+    let (_vs, loaded, _) = Llama::load_gguf(&f16_path, Device::Cpu).unwrap();
+    let d = tch::no_grad(|| max_diff(&model.logits(&ids()), &loaded.logits(&ids())));
+    assert!(d > 0.0 && d < 2e-2, "f16 logits differ by {d}");
+}
+
+#[test]
+fn extra_metadata_is_carried_and_config_keys_win() {
+    let (vs, model) = tiny(6, true, "qwen2");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("q.gguf");
+    let extra = [
+        (
+            "tokenizer.chat_template".to_string(),
+            MetaValue::String("{{ x }}".into()),
+        ),
+        ("qwen2.block_count".to_string(), MetaValue::U32(99)),
+    ];
+    model
+        .save_gguf(&vs, &path, GgufPrecision::F32, &extra)
+        .unwrap();
+    let file = GgufFile::open(&path).unwrap();
+    assert_eq!(file.get_str("tokenizer.chat_template").unwrap(), "{{ x }}");
+    assert_eq!(file.get_u32("qwen2.block_count").unwrap(), 2);
+    assert_eq!(file.get_str("general.architecture").unwrap(), "qwen2");
+    assert_eq!(agentrl_policy::llama::tokenizer_metadata(&file).len(), 1);
+}
+
+#[test]
+fn writer_refuses_data_that_does_not_fit_its_dims() {
+    let mut t = GgufTensorData::f32("w", &[2, 3], &[0.0; 6]);
+    t.data.pop();
+    let err = agentrl_policy::gguf::encode_gguf(&[], &[t.clone(), t.clone()]).unwrap_err();
+    assert!(
+        err.to_string().contains("'w'") && err.to_string().contains("needs 24 bytes"),
+        "{err}"
+    );
+    let ok = GgufTensorData::f32("w", &[2, 3], &[0.0; 6]);
+    let err = agentrl_policy::gguf::encode_gguf(&[], &[ok.clone(), ok]).unwrap_err();
+    assert!(err.to_string().contains("written twice"), "{err}");
+}
+
+#[test]
 fn skipping_the_unpermute_would_change_the_logits() {
     // The permutation matters: a file written without it loads into a different model.
     let (vs, model) = tiny(3, false, "llama");
-    let mut config = model.config().clone();
-    config.model_type = Some("qwen2".into()); // qwen2 → no permutation in the writer
-    let mut tensors = gguf_tensors(&vs, &config);
-    tensors.retain(|t| !t.name.ends_with(".bias"));
+    let (kvs, mut tensors) = saved_parts(&vs, &model);
+    // Put the Hugging Face row order back into the Q/K tensors, as a converter that forgot the
+    // permutation would.
+    let vars = vs.variables();
+    for t in tensors.iter_mut() {
+        let hf = match t.name.as_str() {
+            "blk.0.attn_q.weight" => "model.layers.0.self_attn.q_proj.weight",
+            "blk.0.attn_k.weight" => "model.layers.0.self_attn.k_proj.weight",
+            _ => continue,
+        };
+        let values = Vec::<f32>::try_from(vars[hf].flatten(0, -1)).unwrap();
+        t.data = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("unpermuted.gguf");
-    write_gguf(&path, &metadata(model.config()), &tensors);
+    write_gguf(&path, &kvs, &tensors).unwrap();
     let (_vs2, loaded, _) = Llama::load_gguf(&path, Device::Cpu).unwrap();
     let d = tch::no_grad(|| max_diff(&model.logits(&ids()), &loaded.logits(&ids())));
     assert!(
@@ -267,14 +183,13 @@ fn skipping_the_unpermute_would_change_the_logits() {
 /// Writes the tiny untied llama with `edit` applied to its tensors and metadata.
 fn write_edited(
     dir: &Path,
-    edit: impl FnOnce(&mut Vec<(String, Meta)>, &mut Vec<F32Tensor>),
+    edit: impl FnOnce(&mut Vec<(String, MetaValue)>, &mut Vec<GgufTensorData>),
 ) -> std::path::PathBuf {
     let (vs, model) = tiny(11, false, "llama");
-    let mut kvs = metadata(model.config());
-    let mut tensors = gguf_tensors(&vs, model.config());
+    let (mut kvs, mut tensors) = saved_parts(&vs, &model);
     edit(&mut kvs, &mut tensors);
     let path = dir.join("edited.gguf");
-    write_gguf(&path, &kvs, &tensors);
+    write_gguf(&path, &kvs, &tensors).unwrap();
     path
 }
 
@@ -319,7 +234,7 @@ fn wrong_shape_is_named_with_both_shapes() {
 fn wrong_architecture_and_missing_metadata_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_edited(dir.path(), |kvs, _| {
-        kvs[0].1 = Meta::Str("gpt2".into());
+        kvs[0].1 = MetaValue::String("gpt2".into());
     });
     let err = load_err(&path);
     assert!(

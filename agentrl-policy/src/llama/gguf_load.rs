@@ -128,7 +128,7 @@ pub fn gguf_config(file: &GgufFile) -> Result<LlamaConfig> {
 }
 
 #[cfg(feature = "tch")]
-mod tch_load {
+pub(crate) mod tch_load {
     use std::collections::BTreeSet;
     use std::path::Path;
 
@@ -141,7 +141,7 @@ mod tch_load {
 
     /// How a GGUF tensor's rows must be reordered to reach the Hugging Face layout.
     #[derive(Debug, Clone, Copy)]
-    enum Rows {
+    pub(crate) enum Rows {
         /// Stored in Hugging Face order.
         Keep,
         /// Permuted by llama.cpp for RoPE, in this many heads.
@@ -149,10 +149,10 @@ mod tch_load {
     }
 
     /// One variable to fill: GGUF tensor name, Hugging Face variable name, row order.
-    type Entry = (String, String, Rows);
+    pub(crate) type Entry = (String, String, Rows);
 
     /// Every (GGUF name, Hugging Face name) pair the model of `config` needs.
-    fn tensor_map(config: &LlamaConfig) -> Vec<Entry> {
+    pub(crate) fn tensor_map(config: &LlamaConfig) -> Vec<Entry> {
         let llama_perm = config.model_type.as_deref() != Some("qwen2");
         let q_rows = if llama_perm {
             Rows::Unpermute(config.num_attention_heads)

@@ -2,11 +2,14 @@
 //!
 //! [`LlamaConfig`] reads a `config.json`; with the `tch` feature, [`Llama`] builds the decoder
 //! with variables named exactly like the checkpoint's tensors, [`Llama::load`] fills them from
-//! `model.safetensors` or sharded weights, and the model offers training logits, token
+//! `model.safetensors` or sharded weights ([`Llama::load_gguf`] from llama.cpp GGUF files, and
+//! [`Llama::save_gguf`] writes them back), and the model offers training logits, token
 //! log-probabilities and batched KV-cache generation like `TinyGpt`.
 
 pub mod config;
 pub mod gguf_load;
+#[cfg(feature = "tch")]
+pub mod gguf_save;
 #[cfg(feature = "tch")]
 pub mod load;
 #[cfg(feature = "tch")]
@@ -14,6 +17,8 @@ pub mod model;
 
 pub use config::{LlamaConfig, RopeScaling};
 pub use gguf_load::gguf_config;
+#[cfg(feature = "tch")]
+pub use gguf_save::{GgufPrecision, gguf_metadata, tokenizer_metadata};
 #[cfg(feature = "tch")]
 pub use load::{CheckpointPaths, load_weights};
 #[cfg(feature = "tch")]
