@@ -37,9 +37,9 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::http::{ApiError, Serving, parse_body, session_id};
 use super::{
     CancelResponse, ErrorBody, IndicesQuery, SESSION_HEADER, SampleStatus, SessionInfo,
     StartSampleRequest, WorkerInfo,
@@ -325,75 +325,6 @@ impl Shared {
     }
 }
 
-/// An error answer: a status and a message, sent as `{"error": message}`.
-#[derive(Debug)]
-struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            message: message.into(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(ErrorBody {
-                error: self.message,
-            }),
-        )
-            .into_response()
-    }
-}
-
-/// Parses a JSON body: 400 when it is not JSON, 422 when fields are missing or mistyped.
-fn parse_body<T: DeserializeOwned>(
-    body: &std::result::Result<Bytes, BytesRejection>,
-    what: &str,
-) -> Result<T, ApiError> {
-    let bytes = body.as_ref().map_err(|e| {
-        ApiError::new(
-            e.status(),
-            format!("could not read the {what} body: {}", e.body_text()),
-        )
-    })?;
-    serde_json::from_slice(bytes).map_err(|e| {
-        let status = if e.is_data() {
-            StatusCode::UNPROCESSABLE_ENTITY
-        } else {
-            StatusCode::BAD_REQUEST
-        };
-        ApiError::new(status, format!("invalid {what} body: {e}"))
-    })
-}
-
-/// The controller session id of the `session_id` header.
-fn session_id(headers: &HeaderMap) -> Result<u64, ApiError> {
-    let value = headers.get(SESSION_HEADER).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("missing `{SESSION_HEADER}` header"),
-        )
-    })?;
-    let text = value.to_str().unwrap_or("").trim();
-    text.parse::<u64>().map_err(|_| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "unknown session id {:?}",
-                String::from_utf8_lossy(value.as_bytes())
-            ),
-        )
-    })
-}
-
 /// A worker's answer, passed on to the client as is.
 struct Forwarded {
     status: StatusCode,
@@ -541,9 +472,7 @@ impl Controller {
 
 /// A running controller: stop it with [`ControllerHandle::shutdown`].
 pub struct ControllerHandle {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
-    sweeper: JoinHandle<()>,
+    serving: Serving,
     controller: Controller,
 }
 
@@ -554,28 +483,18 @@ impl ControllerHandle {
     }
 
     /// Stops accepting connections, lets requests in flight finish, and waits for the end.
-    pub async fn shutdown(mut self) -> Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.wait().await
+    pub async fn shutdown(self) -> Result<()> {
+        self.serving.shutdown().await
     }
 
     /// Waits until the controller stops (after `shutdown` or an I/O failure).
-    pub async fn wait(mut self) -> Result<()> {
-        let result = (&mut self.task).await;
-        self.sweeper.abort();
-        match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::env("controller", format!("server failed: {e}"))),
-            Err(e) => Err(Error::env("controller", format!("server task failed: {e}"))),
-        }
+    pub async fn wait(self) -> Result<()> {
+        self.serving.wait().await
     }
 
     /// Stops the controller when `signal` completes (e.g. Ctrl-C), then waits for the end.
     pub async fn shutdown_on(self, signal: impl Future<Output = ()>) -> Result<()> {
-        signal.await;
-        self.shutdown().await
+        self.serving.shutdown_on(signal).await
     }
 }
 
@@ -586,29 +505,12 @@ pub async fn serve_controller(
     config: ControllerConfig,
 ) -> Result<(SocketAddr, ControllerHandle)> {
     let controller = Controller::new(config)?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::Config(format!("cannot bind the controller to {addr}: {e}")))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| Error::Config(format!("cannot read the controller's address: {e}")))?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let app = controller.router();
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await
-    });
     let sweeper = controller.spawn_sweeper();
-    tracing::info!(%bound, "controller listening");
+    let (bound, serving) = Serving::start("controller", addr, controller.router(), sweeper).await?;
     Ok((
         bound,
         ControllerHandle {
-            stop: Some(stop),
-            task,
-            sweeper,
+            serving,
             controller,
         },
     ))

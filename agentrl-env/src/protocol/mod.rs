@@ -24,6 +24,7 @@
 
 pub mod client;
 pub mod controller;
+mod http;
 mod periodic;
 pub mod server;
 

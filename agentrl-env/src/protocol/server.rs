@@ -21,13 +21,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::de::DeserializeOwned;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use super::http::{ApiError, Serving, parse_body, session_id};
 use super::{
-    CancelResponse, ErrorBody, IndicesQuery, InteractRequest, InteractResponse, SESSION_HEADER,
-    SampleStatus, SessionInfo, StartSampleRequest, StartSampleResponse, WorkerInfo,
+    CancelResponse, IndicesQuery, InteractRequest, InteractResponse, SESSION_HEADER, SampleStatus,
+    SessionInfo, StartSampleRequest, StartSampleResponse, WorkerInfo,
 };
 use crate::EnvFactory;
 
@@ -217,75 +216,6 @@ impl Shared {
     }
 }
 
-/// An error answer: a status and a message, sent as `{"error": message}`.
-#[derive(Debug)]
-struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            message: message.into(),
-        }
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(ErrorBody {
-                error: self.message,
-            }),
-        )
-            .into_response()
-    }
-}
-
-/// Parses a JSON body: 400 when it is not JSON, 422 when fields are missing or mistyped.
-fn parse_body<T: DeserializeOwned>(
-    body: Result<Bytes, BytesRejection>,
-    what: &str,
-) -> Result<T, ApiError> {
-    let bytes = body.map_err(|e| {
-        ApiError::new(
-            e.status(),
-            format!("could not read the {what} body: {}", e.body_text()),
-        )
-    })?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        let status = if e.is_data() {
-            StatusCode::UNPROCESSABLE_ENTITY
-        } else {
-            StatusCode::BAD_REQUEST
-        };
-        ApiError::new(status, format!("invalid {what} body: {e}"))
-    })
-}
-
-/// The session id of the `session_id` header.
-fn session_id(headers: &HeaderMap) -> Result<u64, ApiError> {
-    let value = headers.get(SESSION_HEADER).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("missing `{SESSION_HEADER}` header"),
-        )
-    })?;
-    let text = value.to_str().unwrap_or("").trim();
-    text.parse::<u64>().map_err(|_| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "unknown session id {:?}",
-                String::from_utf8_lossy(value.as_bytes())
-            ),
-        )
-    })
-}
-
 /// A configured env server: the envs it serves and its live sessions.
 #[derive(Clone)]
 pub struct EnvServer {
@@ -355,9 +285,7 @@ impl EnvServer {
 
 /// A running server: stop it with [`ServerHandle::shutdown`].
 pub struct ServerHandle {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
-    sweeper: JoinHandle<()>,
+    serving: Serving,
     server: EnvServer,
 }
 
@@ -368,33 +296,18 @@ impl ServerHandle {
     }
 
     /// Stops accepting connections, lets requests in flight finish, and waits for the end.
-    pub async fn shutdown(mut self) -> Result<()> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.sweeper.abort();
-        match (&mut self.task).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::env("env-server", format!("server failed: {e}"))),
-            Err(e) => Err(Error::env("env-server", format!("server task failed: {e}"))),
-        }
+    pub async fn shutdown(self) -> Result<()> {
+        self.serving.shutdown().await
     }
 
     /// Waits until the server stops (it only does after `shutdown` or an I/O failure).
-    pub async fn wait(mut self) -> Result<()> {
-        let result = (&mut self.task).await;
-        self.sweeper.abort();
-        match result {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::env("env-server", format!("server failed: {e}"))),
-            Err(e) => Err(Error::env("env-server", format!("server task failed: {e}"))),
-        }
+    pub async fn wait(self) -> Result<()> {
+        self.serving.wait().await
     }
 
     /// Stops the server when `signal` completes (e.g. Ctrl-C), then waits for the end.
     pub async fn shutdown_on(self, signal: impl Future<Output = ()>) -> Result<()> {
-        signal.await;
-        self.shutdown().await
+        self.serving.shutdown_on(signal).await
     }
 }
 
@@ -405,32 +318,9 @@ pub async fn serve(
     config: ServerConfig,
 ) -> Result<(SocketAddr, ServerHandle)> {
     let server = EnvServer::new(envs, config)?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::Config(format!("cannot bind the env server to {addr}: {e}")))?;
-    let bound = listener
-        .local_addr()
-        .map_err(|e| Error::Config(format!("cannot read the env server's address: {e}")))?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let app = server.router();
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.await;
-            })
-            .await
-    });
     let sweeper = server.spawn_sweeper();
-    tracing::info!(%bound, "env server listening");
-    Ok((
-        bound,
-        ServerHandle {
-            stop: Some(stop),
-            task,
-            sweeper,
-            server,
-        },
-    ))
+    let (bound, serving) = Serving::start("env server", addr, server.router(), sweeper).await?;
+    Ok((bound, ServerHandle { serving, server }))
 }
 
 async fn not_found() -> ApiError {
@@ -476,7 +366,7 @@ async fn start_sample(
     State(shared): State<Arc<Shared>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let request: StartSampleRequest = parse_body(body, "start_sample")?;
+    let request: StartSampleRequest = parse_body(&body, "start_sample")?;
     let factory = shared.factory(&request.name)?.clone();
     let custom = request.custom_task.is_some();
     let task: Task = match (request.custom_task, request.index) {
@@ -590,7 +480,7 @@ async fn interact(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<InteractResponse>, ApiError> {
     let id = session_id(&headers)?;
-    let action = action_of(parse_body(body, "interact")?)?;
+    let action = action_of(parse_body(&body, "interact")?)?;
     let session = shared.session(id)?;
     session.touch();
     let worker = shared.clone();

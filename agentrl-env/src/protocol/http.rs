@@ -1,0 +1,166 @@
+//! What the env server and the controller share as HTTP services: JSON error answers, body and
+//! session-header parsing, and binding, running and stopping an axum app with its sweeper.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use agentrl_core::{Error, Result};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::{ErrorBody, SESSION_HEADER};
+
+/// An error answer: a status and a message, sent as `{"error": message}`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
+    }
+}
+
+/// Parses a JSON body: 400 when it is not JSON, 422 when fields are missing or mistyped.
+pub(crate) fn parse_body<T: DeserializeOwned>(
+    body: &std::result::Result<Bytes, BytesRejection>,
+    what: &str,
+) -> std::result::Result<T, ApiError> {
+    let bytes = body.as_ref().map_err(|e| {
+        ApiError::new(
+            e.status(),
+            format!("could not read the {what} body: {}", e.body_text()),
+        )
+    })?;
+    serde_json::from_slice(bytes).map_err(|e| {
+        let status = if e.is_data() {
+            StatusCode::UNPROCESSABLE_ENTITY
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        ApiError::new(status, format!("invalid {what} body: {e}"))
+    })
+}
+
+/// The numeric session id of the `session_id` header: 400 when it is missing, 404 when it is
+/// not a number (no such session can exist).
+pub(crate) fn session_id(headers: &HeaderMap) -> std::result::Result<u64, ApiError> {
+    let value = headers.get(SESSION_HEADER).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("missing `{SESSION_HEADER}` header"),
+        )
+    })?;
+    let text = value.to_str().unwrap_or("").trim();
+    text.parse::<u64>().map_err(|_| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "unknown session id {:?}",
+                String::from_utf8_lossy(value.as_bytes())
+            ),
+        )
+    })
+}
+
+/// A running axum app and its sweeper task; `what` names it in errors ("env-server",
+/// "controller").
+pub(crate) struct Serving {
+    what: &'static str,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+    sweeper: JoinHandle<()>,
+}
+
+impl Serving {
+    /// Binds `addr` (port 0 picks a free port) and serves `app` on it; `sweeper` is aborted when
+    /// serving ends. Returns the bound address.
+    pub(crate) async fn start(
+        what: &'static str,
+        addr: SocketAddr,
+        app: Router,
+        sweeper: JoinHandle<()>,
+    ) -> Result<(SocketAddr, Serving)> {
+        let bound = async {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| Error::Config(format!("cannot bind the {what} to {addr}: {e}")))?;
+            let bound = listener
+                .local_addr()
+                .map_err(|e| Error::Config(format!("cannot read the {what}'s address: {e}")))?;
+            Ok((listener, bound))
+        }
+        .await;
+        let (listener, bound) = match bound {
+            Ok(ok) => ok,
+            Err(e) => {
+                sweeper.abort();
+                return Err(e);
+            }
+        };
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        tracing::info!(%bound, "{what} listening");
+        let serving = Serving {
+            what,
+            stop: Some(stop),
+            task,
+            sweeper,
+        };
+        Ok((bound, serving))
+    }
+
+    /// Stops accepting connections, lets requests in flight finish, and waits for the end.
+    pub(crate) async fn shutdown(mut self) -> Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.wait().await
+    }
+
+    /// Waits until serving stops (after `shutdown` or an I/O failure).
+    pub(crate) async fn wait(mut self) -> Result<()> {
+        let result = (&mut self.task).await;
+        self.sweeper.abort();
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Error::env(self.what, format!("server failed: {e}"))),
+            Err(e) => Err(Error::env(self.what, format!("server task failed: {e}"))),
+        }
+    }
+
+    /// Stops serving when `signal` completes (e.g. Ctrl-C), then waits for the end.
+    pub(crate) async fn shutdown_on(self, signal: impl Future<Output = ()>) -> Result<()> {
+        signal.await;
+        self.shutdown().await
+    }
+}
