@@ -39,7 +39,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
-use super::http::{ApiError, Serving, parse_body, session_id};
+use super::http::{ApiError, ServiceHandle, Serving, parse_body, session_id};
 use super::{
     CancelResponse, ErrorBody, IndicesQuery, SESSION_HEADER, SampleStatus, SessionInfo,
     StartSampleRequest, WorkerInfo,
@@ -470,31 +470,13 @@ impl Controller {
     }
 }
 
-/// A running controller: stop it with [`ControllerHandle::shutdown`].
-pub struct ControllerHandle {
-    serving: Serving,
-    controller: Controller,
-}
+/// A running controller: stop it with [`ServiceHandle::shutdown`].
+pub type ControllerHandle = ServiceHandle<Controller>;
 
 impl ControllerHandle {
     /// The controller's state (counts, manual sweeps).
     pub fn controller(&self) -> &Controller {
-        &self.controller
-    }
-
-    /// Stops accepting connections, lets requests in flight finish, and waits for the end.
-    pub async fn shutdown(self) -> Result<()> {
-        self.serving.shutdown().await
-    }
-
-    /// Waits until the controller stops (after `shutdown` or an I/O failure).
-    pub async fn wait(self) -> Result<()> {
-        self.serving.wait().await
-    }
-
-    /// Stops the controller when `signal` completes (e.g. Ctrl-C), then waits for the end.
-    pub async fn shutdown_on(self, signal: impl Future<Output = ()>) -> Result<()> {
-        self.serving.shutdown_on(signal).await
+        &self.state
     }
 }
 
@@ -507,13 +489,8 @@ pub async fn serve_controller(
     let controller = Controller::new(config)?;
     let sweeper = controller.spawn_sweeper();
     let (bound, serving) = Serving::start("controller", addr, controller.router(), sweeper).await?;
-    Ok((
-        bound,
-        ControllerHandle {
-            serving,
-            controller,
-        },
-    ))
+    let state = controller;
+    Ok((bound, ServiceHandle { serving, state }))
 }
 
 /// Compares without an early exit, so the answer time does not leak the token.

@@ -164,3 +164,27 @@ impl Serving {
         self.shutdown().await
     }
 }
+
+/// A running service (an [`EnvServer`](super::EnvServer) or a
+/// [`Controller`](super::Controller)) and its state; stop it with [`ServiceHandle::shutdown`].
+pub struct ServiceHandle<S> {
+    pub(crate) serving: Serving,
+    pub(crate) state: S,
+}
+
+impl<S> ServiceHandle<S> {
+    /// Stops accepting connections, lets requests in flight finish, and waits for the end.
+    pub async fn shutdown(self) -> Result<()> {
+        self.serving.shutdown().await
+    }
+
+    /// Waits until the service stops (it only does after `shutdown` or an I/O failure).
+    pub async fn wait(self) -> Result<()> {
+        self.serving.wait().await
+    }
+
+    /// Stops the service when `signal` completes (e.g. Ctrl-C), then waits for the end.
+    pub async fn shutdown_on(self, signal: impl Future<Output = ()>) -> Result<()> {
+        self.serving.shutdown_on(signal).await
+    }
+}

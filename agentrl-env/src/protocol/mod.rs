@@ -36,6 +36,7 @@ pub use controller::{
     Controller, ControllerConfig, ControllerHandle, RegistrationHandle, WorkerRegistration,
     register_worker, serve_controller,
 };
+pub use http::ServiceHandle;
 pub use server::{EnvServer, ServerConfig, ServerHandle, serve};
 
 /// Name of the HTTP header that carries the session id (answer of `start_sample`, request of

@@ -23,7 +23,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tokio::task::JoinHandle;
 
-use super::http::{ApiError, Serving, parse_body, session_id};
+use super::http::{ApiError, ServiceHandle, Serving, parse_body, session_id};
 use super::{
     CancelResponse, IndicesQuery, InteractRequest, InteractResponse, SESSION_HEADER, SampleStatus,
     SessionInfo, StartSampleRequest, StartSampleResponse, WorkerInfo,
@@ -283,31 +283,13 @@ impl EnvServer {
     }
 }
 
-/// A running server: stop it with [`ServerHandle::shutdown`].
-pub struct ServerHandle {
-    serving: Serving,
-    server: EnvServer,
-}
+/// A running server: stop it with [`ServiceHandle::shutdown`].
+pub type ServerHandle = ServiceHandle<EnvServer>;
 
 impl ServerHandle {
     /// The server's state (session count, manual sweeps).
     pub fn server(&self) -> &EnvServer {
-        &self.server
-    }
-
-    /// Stops accepting connections, lets requests in flight finish, and waits for the end.
-    pub async fn shutdown(self) -> Result<()> {
-        self.serving.shutdown().await
-    }
-
-    /// Waits until the server stops (it only does after `shutdown` or an I/O failure).
-    pub async fn wait(self) -> Result<()> {
-        self.serving.wait().await
-    }
-
-    /// Stops the server when `signal` completes (e.g. Ctrl-C), then waits for the end.
-    pub async fn shutdown_on(self, signal: impl Future<Output = ()>) -> Result<()> {
-        self.serving.shutdown_on(signal).await
+        &self.state
     }
 }
 
@@ -320,7 +302,8 @@ pub async fn serve(
     let server = EnvServer::new(envs, config)?;
     let sweeper = server.spawn_sweeper();
     let (bound, serving) = Serving::start("env server", addr, server.router(), sweeper).await?;
-    Ok((bound, ServerHandle { serving, server }))
+    let state = server;
+    Ok((bound, ServiceHandle { serving, state }))
 }
 
 async fn not_found() -> ApiError {

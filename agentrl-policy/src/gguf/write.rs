@@ -61,7 +61,9 @@ impl GgufTensorData {
             self.ggml_type.block_len()? as u64,
             self.ggml_type.block_bytes()? as u64,
         );
-        elements.is_multiple_of(len).then_some(elements / len * bytes)
+        elements
+            .is_multiple_of(len)
+            .then_some(elements / len * bytes)
     }
 }
 
