@@ -6,18 +6,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentrl_core::{Env, Message, Observation, Role, Split, Task};
+use agentrl_core::{Env, Message, Split, Task};
 use agentrl_env::protocol::{
-    ClientConfig, ControllerConfig, ControllerHandle, ProtocolClient, RegistrationHandle,
-    RemoteEnv, RemoteEnvFactory, ServerConfig, ServerHandle, WorkerRegistration, register_worker,
-    serve, serve_controller,
+    ControllerConfig, ControllerHandle, RegistrationHandle, RemoteEnv, RemoteEnvFactory,
+    ServerConfig, ServerHandle, WorkerRegistration, register_worker, serve, serve_controller,
 };
 use agentrl_env::{EnvFactory, lookup, run_solver_episode};
 use serde_json::{Value, json};
 
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
+mod common;
+use common::{assert_error, client, expert_sessions_at_once, loopback, raw, wait_until};
 
 /// A worker: an arith-calc env server registered with the controller at `ctl`.
 struct TestWorker {
@@ -54,52 +52,6 @@ async fn worker(ctl: SocketAddr, token: Option<&str>) -> TestWorker {
 
 async fn controller(config: ControllerConfig) -> (SocketAddr, ControllerHandle) {
     serve_controller(loopback(), config).await.unwrap()
-}
-
-fn client(addr: SocketAddr) -> ProtocolClient {
-    ProtocolClient::new(&addr.to_string(), &ClientConfig::default()).unwrap()
-}
-
-/// Sends a raw request; returns the status and the JSON body.
-async fn raw(
-    method: reqwest::Method,
-    url: String,
-    session: Option<&str>,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let http = reqwest::Client::new();
-    let mut req = http.request(method, url);
-    if let Some(s) = session {
-        req = req.header("session_id", s);
-    }
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    let value: Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("answer {status} is not JSON ({e}): {text:?}"));
-    (status, value)
-}
-
-fn assert_error(answer: &(u16, Value), status: u16, needle: &str) {
-    assert_eq!(answer.0, status, "{answer:?}");
-    let msg = answer.1["error"].as_str().unwrap_or_default();
-    assert!(msg.contains(needle), "expected {needle:?} in {answer:?}");
-}
-
-/// Polls `cond` every 10 ms for at most 5 s.
-async fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not reached within 5 s");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// The answer of task `task` as a final assistant message.
@@ -438,19 +390,6 @@ async fn the_token_is_required_everywhere() {
     handle.shutdown().await.unwrap();
 }
 
-/// The number in "Compute EXPR" must be this task's, and the tool result must be its answer.
-fn check_own_task(task: &Task, obs: &Observation, history: &[Message]) {
-    let expr = task.data["expression"].as_str().unwrap();
-    assert_eq!(obs.messages[0].text(), format!("Compute {expr}"));
-    let answer = task.data["answer"].as_str().unwrap();
-    let tool = history.iter().find(|m| m.role == Role::Tool).unwrap();
-    assert_eq!(
-        tool.text().trim(),
-        answer,
-        "session got another task's result"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_sessions_through_the_controller_never_mix() {
     let (ctl, handle) = controller(ControllerConfig::default()).await;
@@ -461,40 +400,7 @@ async fn concurrent_sessions_through_the_controller_never_mix() {
         lookup("arith-calc").unwrap(),
     ));
     let n = 128u64;
-    let barrier = Arc::new(tokio::sync::Barrier::new(n as usize));
-    let started = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for index in 0..n {
-        let factory = factory.clone();
-        let barrier = barrier.clone();
-        set.spawn(async move {
-            let task = factory.task(Split::Test, index);
-            let mut env = factory.make();
-            let obs = env.reset(&task).await.unwrap();
-            barrier.wait().await;
-            let mut history = obs.messages.clone();
-            let mut expert = factory.solver(0);
-            loop {
-                let action = expert.act(&task, &history);
-                history.push(action.clone());
-                let step = env.step(&action).await.unwrap();
-                history.extend(step.messages.iter().cloned());
-                if step.done() {
-                    check_own_task(&task, &obs, &history);
-                    return step.info.success == Some(true);
-                }
-            }
-        });
-    }
-    let mut solved = 0;
-    while let Some(joined) = set.join_next().await {
-        solved += usize::from(joined.unwrap());
-    }
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "{n} concurrent sessions through the controller (2 workers) in {secs:.3} s: {:.0} sessions/s",
-        n as f64 / secs
-    );
+    let solved = expert_sessions_at_once(factory, n, "through the controller (2 workers)").await;
     assert_eq!(solved, n as usize);
     assert_eq!(handle.controller().session_count(), 0);
     assert_eq!(a.server.server().session_count(), 0);

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentrl_core::{Env, Error, Message, Observation, Role, Split, Step, Task, ToolCall};
+use agentrl_core::{Env, Error, Message, Observation, Split, Step, Task, ToolCall};
 use agentrl_env::protocol::{
     ClientConfig, InteractResponse, ProtocolClient, RemoteEnv, RemoteEnvFactory, SampleStatus,
     ServerConfig, ServerHandle, serve,
@@ -15,51 +15,13 @@ use agentrl_env::{EnvFactory, Solver, TurnLimit, lookup, run_solver_episode};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-fn loopback() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
+mod common;
+use common::{assert_error, client, expert_sessions_at_once, loopback, raw_text, wait_until};
 
 async fn arith_server(config: ServerConfig) -> (SocketAddr, ServerHandle) {
     serve(loopback(), vec![lookup("arith-calc").unwrap()], config)
         .await
         .unwrap()
-}
-
-fn client(addr: SocketAddr) -> ProtocolClient {
-    ProtocolClient::new(&addr.to_string(), &ClientConfig::default()).unwrap()
-}
-
-/// Sends a raw request; returns the status and the JSON body.
-async fn raw(
-    http: &reqwest::Client,
-    method: reqwest::Method,
-    url: String,
-    session: Option<String>,
-    body: Option<String>,
-) -> (u16, Value) {
-    let mut req = http.request(method, url);
-    if let Some(s) = session {
-        req = req.header("session_id", s);
-    }
-    if let Some(b) = body {
-        req = req.header("content-type", "application/json").body(b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    let value: Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("answer {status} is not JSON ({e}): {text:?}"));
-    (status, value)
-}
-
-/// Asserts a JSON error answer with `status` whose message contains `needle`.
-fn assert_error(answer: &(u16, Value), status: u16, needle: &str) {
-    assert_eq!(answer.0, status, "{answer:?}");
-    let msg = answer.1["error"].as_str().unwrap_or_default();
-    assert!(
-        !msg.is_empty() && msg.contains(needle),
-        "expected {needle:?} in {answer:?}"
-    );
 }
 
 async fn start(http: &reqwest::Client, base: &str, body: Value) -> String {
@@ -107,20 +69,11 @@ async fn expert_solves_every_task_through_remote_env() {
     assert_eq!(obs, local_obs);
     drop(env);
     // The dropped env cancels its running session in the background.
-    wait_until(|| handle.server().session_count() == 0).await;
+    wait_until("sessions cancelled", || {
+        handle.server().session_count() == 0
+    })
+    .await;
     handle.shutdown().await.unwrap();
-}
-
-/// Polls `cond` every 10 ms for at most 5 s.
-async fn wait_until(cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(
-            Instant::now() < deadline,
-            "condition not reached within 5 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,20 +83,16 @@ async fn malformed_requests_get_json_4xx_with_a_message() {
     let base = format!("http://{addr}");
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let post = |route: &str, session: Option<&str>, body: Option<&str>| {
-        raw(
-            &http,
-            Method::POST,
-            format!("{base}{route}"),
-            session.map(String::from),
-            body.map(String::from),
-        )
+        let url = format!("{base}{route}");
+        let (session, body) = (session.map(String::from), body.map(String::from));
+        async move { raw_text(Method::POST, url, session.as_deref(), None, body.as_deref()).await }
     };
 
     // get_indices
-    let ok = raw(
-        &http,
+    let ok = raw_text(
         Method::GET,
         format!("{base}/api/get_indices?name=arith-calc"),
+        None,
         None,
         None,
     )
@@ -151,20 +100,20 @@ async fn malformed_requests_get_json_4xx_with_a_message() {
     assert_eq!(ok.0, 200);
     assert_eq!(ok.1.as_array().unwrap().len(), 200);
     assert_eq!(ok.1[0], 0);
-    let train = raw(
-        &http,
+    let train = raw_text(
         Method::GET,
         format!("{base}/api/get_indices?name=arith-calc&split=train"),
+        None,
         None,
         None,
     )
     .await;
     assert_eq!(train.0, 200);
     assert_error(
-        &raw(
-            &http,
+        &raw_text(
             Method::GET,
             format!("{base}/api/get_indices?name=nope"),
+            None,
             None,
             None,
         )
@@ -173,10 +122,10 @@ async fn malformed_requests_get_json_4xx_with_a_message() {
         "arith-calc",
     );
     assert_error(
-        &raw(
-            &http,
+        &raw_text(
             Method::GET,
             format!("{base}/api/get_indices"),
+            None,
             None,
             None,
         )
@@ -185,10 +134,10 @@ async fn malformed_requests_get_json_4xx_with_a_message() {
         "name",
     );
     assert_error(
-        &raw(
-            &http,
+        &raw_text(
             Method::GET,
             format!("{base}/api/get_indices?name=arith-calc&split=dev"),
+            None,
             None,
             None,
         )
@@ -340,33 +289,26 @@ async fn malformed_requests_get_json_4xx_with_a_message() {
 
     // unknown route
     assert_error(
-        &raw(
-            &http,
-            Method::GET,
-            format!("{base}/api/nothing"),
-            None,
-            None,
-        )
-        .await,
+        &raw_text(Method::GET, format!("{base}/api/nothing"), None, None, None).await,
         404,
         "no such route",
     );
 
     // listings
-    let workers = raw(
-        &http,
+    let workers = raw_text(
         Method::GET,
         format!("{base}/api/list_workers"),
+        None,
         None,
         None,
     )
     .await;
     assert_eq!(workers.0, 200);
     assert_eq!(workers.1[0]["envs"], json!(["arith-calc"]));
-    let sessions = raw(
-        &http,
+    let sessions = raw_text(
         Method::GET,
         format!("{base}/api/list_sessions"),
+        None,
         None,
         None,
     )
@@ -474,19 +416,6 @@ async fn idle_sessions_expire() {
     handle.shutdown().await.unwrap();
 }
 
-/// The number in "Compute EXPR" must be this task's, and the tool result must be its answer.
-fn check_own_task(task: &Task, obs: &Observation, history: &[Message]) {
-    let expr = task.data["expression"].as_str().unwrap();
-    assert_eq!(obs.messages[0].text(), format!("Compute {expr}"));
-    let answer = task.data["answer"].as_str().unwrap();
-    let tool = history.iter().find(|m| m.role == Role::Tool).unwrap();
-    assert_eq!(
-        tool.text().trim(),
-        answer,
-        "session got another task's result"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_sessions_never_mix() {
     let (addr, handle) = arith_server(ServerConfig::default()).await;
@@ -495,41 +424,7 @@ async fn two_hundred_concurrent_sessions_never_mix() {
         lookup("arith-calc").unwrap(),
     ));
     let n = 200u64;
-    let barrier = Arc::new(tokio::sync::Barrier::new(n as usize));
-    let started = Instant::now();
-    let mut set = tokio::task::JoinSet::new();
-    for index in 0..n {
-        let factory = factory.clone();
-        let barrier = barrier.clone();
-        set.spawn(async move {
-            let task = factory.task(Split::Test, index);
-            let mut env = factory.make();
-            let obs = env.reset(&task).await.unwrap();
-            // Every session is live before anyone steps.
-            barrier.wait().await;
-            let mut history = obs.messages.clone();
-            let mut expert = factory.solver(0);
-            loop {
-                let action = expert.act(&task, &history);
-                history.push(action.clone());
-                let step = env.step(&action).await.unwrap();
-                history.extend(step.messages.iter().cloned());
-                if step.done() {
-                    check_own_task(&task, &obs, &history);
-                    return step.info.success == Some(true);
-                }
-            }
-        });
-    }
-    let mut solved = 0;
-    while let Some(joined) = set.join_next().await {
-        solved += usize::from(joined.unwrap());
-    }
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "{n} concurrent sessions in {secs:.3} s: {:.0} sessions/s",
-        n as f64 / secs
-    );
+    let solved = expert_sessions_at_once(factory, n, "on one env server").await;
     assert_eq!(solved, n as usize);
     assert_eq!(
         handle.server().session_count(),
