@@ -9,7 +9,8 @@
 //! - Rules: [`FormatReward`], [`ToolFormat`] (calls parse, name real tools, an answer is given),
 //!   [`Efficiency`] (fewer turns, tokens or tool calls), [`LengthPenalty`] and [`Length`]
 //!   (budgets in tokens or characters), [`IncompletePunishment`].
-//! - Execution: [`Execution`] over an [`ExecutionCheck`] such as [`CommandCheck`].
+//! - Execution: [`Execution`] over an [`ExecutionCheck`] such as [`CommandCheck`] or
+//!   [`SandboxCheck`] (the checker runs in the bubblewrap sandbox of agentrl-tools).
 //! - Models: [`LlmJudge`] over any [`JudgeBackend`], with robust [`parse_score`], a cache, a
 //!   concurrency limit and a time-out with a counted fallback.
 //! - Composers: [`WeightedSum`], [`Gate`], [`Clip`], [`ScaleOffset`], [`RunningNorm`].
@@ -50,6 +51,7 @@ pub mod length;
 pub mod length_budget;
 pub mod outcome;
 pub mod running_norm;
+pub mod sandboxed;
 pub mod scale_offset;
 pub mod score;
 pub mod tool_format;
@@ -69,6 +71,7 @@ pub use length::LengthPenalty;
 pub use length_budget::{Length, LengthUnit};
 pub use outcome::OutcomeReward;
 pub use running_norm::{RunningNorm, RunningStats};
+pub use sandboxed::SandboxCheck;
 pub use scale_offset::ScaleOffset;
 pub use score::ScoreReward;
 pub use tool_format::ToolFormat;

@@ -218,3 +218,30 @@ fn duplicate_parts_are_rejected_when_building() {
     };
     assert!(nested.build().is_ok());
 }
+
+#[tokio::test]
+async fn a_sandboxed_execution_reward_builds_from_toml_and_checks_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("check.sh");
+    std::fs::write(&script, "read a; test \"$a\" = 2\n").unwrap();
+    let text = format!(
+        "[reward]\ntype = \"execution\"\ncommand = [\"sh\", \"check.sh\"]\nsandbox = true\nfiles = [{:?}]\n",
+        script.display().to_string()
+    );
+    let f = parse(&text).unwrap().build().unwrap();
+    assert_eq!(f.score(&solved()).await.unwrap().total, 1.0);
+
+    let missing = text.replace("check.sh\"]\n", "nope.sh\"]\n");
+    let err = config_error(&parse(&missing).unwrap());
+    assert!(
+        err.contains("nope.sh") && err.contains("not a file"),
+        "{err}"
+    );
+
+    let unsandboxed = text.replace("sandbox = true", "sandbox = false");
+    let err = config_error(&parse(&unsandboxed).unwrap());
+    assert!(
+        err.contains("files only applies with sandbox = true"),
+        "{err}"
+    );
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentrl_core::{Message, Outcome, RewardFn, ToolCall, Trajectory};
 use agentrl_reward::{
     CommandCheck, Efficiency, EfficiencyMeasure, Execution, ExecutionCheck, Length, LengthUnit,
-    ScoreReward, ToolFormat, TurnShaping,
+    SandboxCheck, ScoreReward, ToolFormat, TurnShaping,
 };
 use async_trait::async_trait;
 use common::{solved, trajectory, turn};
@@ -217,10 +217,9 @@ async fn execution_runs_a_command_on_the_final_answer() {
 
 #[tokio::test]
 async fn execution_times_out_and_reports_missing_programs() {
-    let slow = sh("sleep 5", Duration::from_millis(200));
-    let started = std::time::Instant::now();
+    // `sleep 60` would exit 0 (a pass): 0.0 means the 200 ms limit killed it.
+    let slow = sh("sleep 60", Duration::from_millis(200));
     assert_eq!(total(&slow, &solved()).await, 0.0);
-    assert!(started.elapsed() < Duration::from_secs(4));
 
     let missing = Execution::new(CommandCheck::new(
         "/nonexistent/agentrl-check",
@@ -232,6 +231,46 @@ async fn execution_times_out_and_reports_missing_programs() {
         err.contains("/nonexistent/agentrl-check") && err.contains("could not start"),
         "{err}"
     );
+}
+
+fn sandboxed(argv: &[&str], files: Vec<std::path::PathBuf>) -> Execution {
+    let argv = argv.iter().map(|a| a.to_string()).collect();
+    Execution::new(SandboxCheck::new(argv, files, Default::default()))
+}
+
+#[tokio::test]
+async fn a_sandboxed_checker_sees_the_answer_and_its_files_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("check.py");
+    std::fs::write(
+        &script,
+        "import sys\nanswer = open('answer.txt').read().strip()\n\
+         sys.exit(0 if answer == sys.stdin.read().strip() == '2' else 1)\n",
+    )
+    .unwrap();
+    let check = sandboxed(&["python3", "check.py"], vec![script.clone()]);
+    assert_eq!(total(&check, &solved()).await, 1.0);
+    let wrong = trajectory(vec![turn(1, false)], Some("3"), Outcome::Completed, false);
+    assert_eq!(total(&check, &wrong).await, 0.0);
+    // The host's files are out of reach: the checker's directory is not mounted.
+    let host = script.parent().unwrap().display().to_string();
+    let peek = sandboxed(&["test", "-e", &format!("{host}/check.py")], vec![]);
+    assert_eq!(total(&peek, &solved()).await, 0.0);
+    // And the system is read-only.
+    let write = sandboxed(&["touch", "/usr/agentrl-was-here"], vec![]);
+    assert_eq!(total(&write, &solved()).await, 0.0);
+}
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_be_built_is_an_error_not_an_unsandboxed_run() {
+    let config = agentrl_tools::SandboxConfig {
+        bwrap: "/nonexistent/bwrap".into(),
+        ..Default::default()
+    };
+    let check = Execution::new(SandboxCheck::new(vec!["true".into()], vec![], config));
+    let err = check.score(&solved()).await.unwrap_err().to_string();
+    assert!(err.contains("sandboxed command `true`"), "{err}");
+    assert!(err.contains("/nonexistent/bwrap"), "{err}");
 }
 
 /// A checker reporting a fixed share, as a test suite runner would.

@@ -149,16 +149,16 @@ async fn backend_errors_and_time_outs_fall_back_and_are_not_cached() {
             ..JudgeSettings::default()
         },
     );
-    let started = std::time::Instant::now();
+    // The backend would answer 9 after 10 s: the fallback proves the 50 ms timeout cut it off.
     let b = j.score(&solved()).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!((b.total, b.parts["judge_fallback"]), (0.5, 1.0));
     assert!(j.last_failure().unwrap().contains("no answer within"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_is_limited() {
-    let backend = Scripted::with(Ok("Score: 5".into()), Duration::from_millis(20));
+    // Each call takes long enough that the first two always overlap.
+    let backend = Scripted::with(Ok("Score: 5".into()), Duration::from_millis(200));
     let j = Arc::new(judge(
         backend.clone(),
         JudgeSettings {

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentrl_core::{Error, Result, RewardFn};
+use agentrl_tools::SandboxConfig;
 
 use super::{RewardConfig, WeightedTermConfig};
 use crate::{
     Clip, CommandCheck, Efficiency, Execution, FormatReward, Gate, IncompletePunishment,
     JudgeBackend, JudgeSettings, Length, LengthPenalty, LlmJudge, OutcomeReward, RunningNorm,
-    ScaleOffset, ScoreReward, ScoreScale, ToolFormat, TurnShaping, WeightedSum,
+    SandboxCheck, ScaleOffset, ScoreReward, ScoreScale, ToolFormat, TurnShaping, WeightedSum,
 };
 
 /// What building a reward may need besides the config: the backends of model-based rewards.
@@ -177,6 +178,8 @@ impl RewardConfig {
             RewardConfig::Execution {
                 command,
                 timeout_ms,
+                sandbox,
+                files,
             } => {
                 let Some((program, args)) = command.split_first() else {
                     return Err(config(format!(
@@ -187,11 +190,33 @@ impl RewardConfig {
                     return Err(config(format!("{path}.command[0] is a blank program name")));
                 }
                 positive_ms(path, "timeout_ms", *timeout_ms)?;
-                Box::new(Execution::new(CommandCheck::new(
-                    program.clone(),
-                    args.to_vec(),
-                    Duration::from_millis(*timeout_ms),
-                )))
+                let timeout = Duration::from_millis(*timeout_ms);
+                if *sandbox {
+                    if let Some(missing) = files.iter().find(|f| !f.is_file()) {
+                        return Err(config(format!(
+                            "{path}.files: {} is not a file",
+                            missing.display()
+                        )));
+                    }
+                    let mut sandbox = SandboxConfig::default();
+                    sandbox.limits.wall_time = timeout;
+                    sandbox.limits.cpu_seconds = timeout.as_secs().max(1);
+                    Box::new(Execution::new(SandboxCheck::new(
+                        command.clone(),
+                        files.clone(),
+                        sandbox,
+                    )))
+                } else if !files.is_empty() {
+                    return Err(config(format!(
+                        "{path}.files only applies with sandbox = true"
+                    )));
+                } else {
+                    Box::new(Execution::new(CommandCheck::new(
+                        program.clone(),
+                        args.to_vec(),
+                        timeout,
+                    )))
+                }
             }
             RewardConfig::LlmJudge { .. } => build_judge(self, path, ctx)?,
             RewardConfig::TurnShaping { discount } => {

@@ -92,14 +92,22 @@ pub enum RewardConfig {
         /// Penalty per unit beyond the budget (>= 0).
         per_unit: f64,
     },
-    /// [`Execution`](crate::Execution) by a [`CommandCheck`](crate::CommandCheck): the command
-    /// gets the final answer on stdin and passes with exit status 0.
+    /// [`Execution`](crate::Execution) by a [`CommandCheck`](crate::CommandCheck), or with
+    /// `sandbox = true` a [`SandboxCheck`](crate::SandboxCheck): the command gets the final
+    /// answer on stdin and passes with exit status 0.
     Execution {
         /// Program and arguments (at least the program).
         command: Vec<String>,
         /// Time limit of one run in milliseconds (default 10 000).
         #[serde(default = "default_execution_timeout_ms")]
         timeout_ms: u64,
+        /// Run the command inside the bubblewrap sandbox, in a fresh workspace holding
+        /// `answer.txt` and `files` (default false: run it directly).
+        #[serde(default)]
+        sandbox: bool,
+        /// Host files copied into the sandbox workspace (only with `sandbox = true`).
+        #[serde(default)]
+        files: Vec<std::path::PathBuf>,
     },
     /// [`LlmJudge`](crate::LlmJudge); needs a judge backend from the
     /// [`RewardContext`] given to [`RewardConfig::build_with`].
