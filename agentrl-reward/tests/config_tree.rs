@@ -159,7 +159,9 @@ fn defaults_are_filled_in() {
         parse("[reward]\ntype = \"execution\"\ncommand = [\"true\"]\n"),
         RewardConfig::Execution {
             command: vec!["true".into()],
-            timeout_ms: 10_000
+            timeout_ms: 10_000,
+            sandbox: false,
+            files: vec![],
         }
     );
 }
