@@ -12,7 +12,8 @@
 //! - [`maze`] (`maze`): walk a text grid to the goal with a `move` tool.
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
 //!
-//! [`SelfCorrect`] gives retries after a wrong final answer.
+//! [`SelfCorrect`] gives retries after a wrong final answer; [`EnvMix`] mixes several envs by
+//! weight for multi-task runs.
 //!
 //! ```
 //! use agentrl_core::Split;
@@ -34,6 +35,7 @@ pub mod answer;
 pub mod arith_calc;
 pub mod math_reasoning;
 pub mod maze;
+pub mod mix;
 pub mod protocol;
 pub mod registry;
 pub mod self_correct;
@@ -44,6 +46,7 @@ pub mod wrappers;
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
 pub use maze::{Maze, MazeEnv, MazeExpert};
+pub use mix::EnvMix;
 pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
 pub use self_correct::SelfCorrect;
 pub use text_adventure::{AdventureExpert, TextAdventure, TextAdventureEnv};

@@ -40,6 +40,12 @@ pub trait EnvFactory: Send + Sync {
     /// The most steps an episode may take.
     fn max_turns(&self) -> usize;
 
+    /// Whether [`EnvFactory::solver`] is a real reference solver (false for envs known only
+    /// through a remote server, which can be trained on but not demonstrated).
+    fn has_solver(&self) -> bool {
+        true
+    }
+
     /// The correct reference solver; `seed` drives any randomness it has.
     fn solver(&self, seed: u64) -> Box<dyn Solver>;
 }

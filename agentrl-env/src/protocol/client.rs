@@ -274,6 +274,9 @@ pub struct RemoteEnv {
     client: ProtocolClient,
     env_id: String,
     session: Option<String>,
+    /// Start episodes by the task's `data.index` (the server's own task) rather than by
+    /// sending the whole task.
+    by_index: bool,
 }
 
 impl std::fmt::Debug for RemoteEnv {
@@ -293,7 +296,16 @@ impl RemoteEnv {
             client,
             env_id: env_id.into(),
             session: None,
+            by_index: false,
         }
+    }
+
+    /// A session whose `reset(task)` starts the server's task `task.data.index` of
+    /// `task.split` (for envs whose tasks only the server can make, e.g. Python envs).
+    pub fn by_index(client: ProtocolClient, env_id: impl Into<String>) -> Self {
+        let mut env = RemoteEnv::new(client, env_id);
+        env.by_index = true;
+        env
     }
 
     /// The current remote session id, while an episode runs.
@@ -335,6 +347,15 @@ impl Env for RemoteEnv {
     }
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
+        if self.by_index {
+            let Some(index) = task.data.get("index").and_then(|i| i.as_u64()) else {
+                return Err(Error::env(
+                    &self.env_id,
+                    format!("task `{}` has no numeric data.index to start", task.id),
+                ));
+            };
+            return self.reset_index(task.split, index).await;
+        }
         self.start(StartSampleRequest {
             name: self.env_id.clone(),
             index: None,
@@ -394,38 +415,68 @@ impl Drop for RemoteEnv {
     }
 }
 
-/// An [`EnvFactory`] whose sessions run on an env server: tasks, turn limit and solver come
-/// from the local factory of the same id (so task generation is identical), sessions are
-/// [`RemoteEnv`]s.
+/// An [`EnvFactory`] whose sessions run on an env server (or a controller). Built with
+/// [`RemoteEnvFactory::new`] for a registered env, tasks, turn limit and solver come from the
+/// local factory of the same id (so task generation is identical) and sessions get the whole
+/// task; built with [`RemoteEnvFactory::served`] for an env only the server knows (a Python
+/// env, say), task `index` is the server's task `index` and there is no reference solver.
 #[derive(Clone)]
 pub struct RemoteEnvFactory {
-    local: Arc<dyn EnvFactory>,
+    env_id: String,
+    local: Option<Arc<dyn EnvFactory>>,
     client: ProtocolClient,
+    max_turns: usize,
 }
 
 impl RemoteEnvFactory {
     /// Sessions of `local`'s env on the server behind `client`.
     pub fn new(client: ProtocolClient, local: Arc<dyn EnvFactory>) -> Self {
-        RemoteEnvFactory { local, client }
+        RemoteEnvFactory {
+            env_id: local.id().to_string(),
+            max_turns: local.max_turns(),
+            local: Some(local),
+            client,
+        }
+    }
+
+    /// Sessions of env `env_id`, which only the server behind `client` knows; `max_turns`
+    /// bounds an episode on this side (the server may end it sooner).
+    pub fn served(client: ProtocolClient, env_id: impl Into<String>, max_turns: usize) -> Self {
+        RemoteEnvFactory {
+            env_id: env_id.into(),
+            local: None,
+            client,
+            max_turns: max_turns.max(1),
+        }
     }
 
     /// The registered env `env_id` served at `base_url`; checks that the server serves it.
     pub async fn connect(base_url: &str, env_id: &str, config: &ClientConfig) -> Result<Self> {
-        let local = lookup(env_id)?;
-        let client = ProtocolClient::new(base_url, config)?;
-        let workers = client.list_workers().await?;
-        if !workers.iter().any(|w| w.envs.iter().any(|e| e == env_id)) {
-            let served: Vec<&str> = workers
-                .iter()
-                .flat_map(|w| w.envs.iter().map(String::as_str))
-                .collect();
-            return Err(Error::Config(format!(
-                "the env server at {} does not serve `{env_id}` (it serves: {})",
-                client.base_url(),
-                served.join(", ")
-            )));
+        let factory =
+            RemoteEnvFactory::new(ProtocolClient::new(base_url, config)?, lookup(env_id)?);
+        factory.check_served().await?;
+        Ok(factory)
+    }
+
+    /// Asks the server whether some worker serves this env; an error says what it serves.
+    pub async fn check_served(&self) -> Result<()> {
+        let workers = self.client.list_workers().await?;
+        if workers
+            .iter()
+            .any(|w| w.envs.contains(&self.env_id))
+        {
+            return Ok(());
         }
-        Ok(RemoteEnvFactory { local, client })
+        let served: Vec<&str> = workers
+            .iter()
+            .flat_map(|w| w.envs.iter().map(String::as_str))
+            .collect();
+        Err(Error::Config(format!(
+            "the env server at {} does not serve `{}` (it serves: {})",
+            self.client.base_url(),
+            self.env_id,
+            served.join(", ")
+        )))
     }
 
     /// The protocol client the sessions use.
@@ -436,26 +487,60 @@ impl RemoteEnvFactory {
 
 impl EnvFactory for RemoteEnvFactory {
     fn id(&self) -> &str {
-        self.local.id()
+        &self.env_id
     }
 
     fn description(&self) -> &str {
-        self.local.description()
+        match &self.local {
+            Some(local) => local.description(),
+            None => "an env served by a remote env server",
+        }
     }
 
     fn task(&self, split: Split, index: u64) -> Task {
-        self.local.task(split, index)
+        match &self.local {
+            Some(local) => local.task(split, index),
+            None => Task {
+                env_id: self.env_id.clone(),
+                id: format!("{split}:{index}"),
+                split,
+                data: serde_json::json!({ "index": index }),
+            },
+        }
     }
 
     fn make(&self) -> Box<dyn Env> {
-        Box::new(RemoteEnv::new(self.client.clone(), self.local.id()))
+        match &self.local {
+            Some(_) => Box::new(RemoteEnv::new(self.client.clone(), &self.env_id)),
+            None => Box::new(RemoteEnv::by_index(self.client.clone(), &self.env_id)),
+        }
     }
 
     fn max_turns(&self) -> usize {
-        self.local.max_turns()
+        self.max_turns
+    }
+
+    fn has_solver(&self) -> bool {
+        self.local.is_some()
     }
 
     fn solver(&self, seed: u64) -> Box<dyn Solver> {
-        self.local.solver(seed)
+        match &self.local {
+            Some(local) => local.solver(seed),
+            None => Box::new(NoSolver(self.env_id.clone())),
+        }
+    }
+}
+
+/// What [`RemoteEnvFactory::solver`] gives for a served-only env: an agent that says it has
+/// no solver (see [`EnvFactory::has_solver`]).
+struct NoSolver(String);
+
+impl Solver for NoSolver {
+    fn act(&mut self, _task: &Task, _history: &[Message]) -> Message {
+        Message::assistant(format!(
+            "env `{}` is served remotely and has no reference solver here",
+            self.0
+        ))
     }
 }

@@ -1,0 +1,193 @@
+//! [`EnvMix`]: several envs as one factory, for multi-task runs. Task `index` of a split goes to
+//! one of the envs, drawn by weight from a hash of the split and index (so it never changes),
+//! and is that env's task `index`; sessions and the solver follow the task's `env_id`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agentrl_core::{Env, Error, Message, Observation, Result, SeededRng, Split, Step, Task};
+use async_trait::async_trait;
+
+use crate::registry::{EnvFactory, Solver};
+
+/// A weighted mixture of env factories with distinct ids.
+#[derive(Clone)]
+pub struct EnvMix {
+    id: String,
+    parts: Vec<(Arc<dyn EnvFactory>, f64)>,
+    /// Cumulative weights, normalised to end at 1.
+    cumulative: Vec<f64>,
+}
+
+impl std::fmt::Debug for EnvMix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvMix").field("id", &self.id).finish()
+    }
+}
+
+impl EnvMix {
+    /// The mixture of `parts` (factory, weight); weights must be finite and positive and ids
+    /// distinct.
+    pub fn new(parts: Vec<(Arc<dyn EnvFactory>, f64)>) -> Result<Self> {
+        if parts.is_empty() {
+            return Err(Error::Config(
+                "an env mixture needs at least one env".into(),
+            ));
+        }
+        let mut ids: Vec<&str> = Vec::new();
+        for (factory, weight) in &parts {
+            if !(weight.is_finite() && *weight > 0.0) {
+                return Err(Error::Config(format!(
+                    "env `{}` has weight {weight}; weights must be finite and positive",
+                    factory.id()
+                )));
+            }
+            if ids.contains(&factory.id()) {
+                return Err(Error::Config(format!(
+                    "env `{}` appears twice in the mixture",
+                    factory.id()
+                )));
+            }
+            ids.push(factory.id());
+        }
+        let total: f64 = parts.iter().map(|(_, w)| w).sum();
+        let mut acc = 0.0;
+        let cumulative = parts
+            .iter()
+            .map(|(_, w)| {
+                acc += w / total;
+                acc
+            })
+            .collect();
+        Ok(EnvMix {
+            id: format!("mix({})", ids.join("+")),
+            parts,
+            cumulative,
+        })
+    }
+
+    /// The envs and their weights.
+    pub fn parts(&self) -> &[(Arc<dyn EnvFactory>, f64)] {
+        &self.parts
+    }
+
+    /// The env that task `index` of `split` belongs to.
+    fn part_of(&self, split: Split, index: u64) -> &Arc<dyn EnvFactory> {
+        let salt = match split {
+            Split::Train => 0x7472_6169_6e00,
+            Split::Test => 0x7465_7374_0000,
+        };
+        let u = SeededRng::from_parts(&[salt, index]).next_f64();
+        let k = self.cumulative.iter().position(|&c| u < c);
+        &self.parts[k.unwrap_or(self.parts.len() - 1)].0
+    }
+
+    /// Factories by env id.
+    fn by_id(&self) -> HashMap<String, Arc<dyn EnvFactory>> {
+        self.parts
+            .iter()
+            .map(|(f, _)| (f.id().to_string(), f.clone()))
+            .collect()
+    }
+}
+
+impl EnvFactory for EnvMix {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn description(&self) -> &str {
+        "a weighted mixture of envs"
+    }
+
+    fn task(&self, split: Split, index: u64) -> Task {
+        self.part_of(split, index).task(split, index)
+    }
+
+    fn make(&self) -> Box<dyn Env> {
+        Box::new(MixSession {
+            id: self.id.clone(),
+            factories: self.by_id(),
+            current: None,
+        })
+    }
+
+    fn max_turns(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|(f, _)| f.max_turns())
+            .max()
+            .unwrap_or(1)
+    }
+
+    fn has_solver(&self) -> bool {
+        self.parts.iter().all(|(f, _)| f.has_solver())
+    }
+
+    fn solver(&self, seed: u64) -> Box<dyn Solver> {
+        Box::new(MixSolver {
+            seed,
+            factories: self.by_id(),
+            solvers: HashMap::new(),
+        })
+    }
+}
+
+/// A session of the mixture: a session of the task's env, made at each reset.
+struct MixSession {
+    id: String,
+    factories: HashMap<String, Arc<dyn EnvFactory>>,
+    current: Option<Box<dyn Env>>,
+}
+
+#[async_trait]
+impl Env for MixSession {
+    fn id(&self) -> &str {
+        self.current.as_ref().map_or(&self.id, |env| env.id())
+    }
+
+    async fn reset(&mut self, task: &Task) -> Result<Observation> {
+        let Some(factory) = self.factories.get(&task.env_id) else {
+            let mut known: Vec<&str> = self.factories.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            return Err(Error::env(
+                &self.id,
+                format!(
+                    "task `{}` is for env `{}`, which is not in the mixture ({})",
+                    task.id,
+                    task.env_id,
+                    known.join(", ")
+                ),
+            ));
+        };
+        let env = self.current.insert(factory.make());
+        env.reset(task).await
+    }
+
+    async fn step(&mut self, action: &Message) -> Result<Step> {
+        match self.current.as_mut() {
+            Some(env) => env.step(action).await,
+            None => Err(Error::env(&self.id, "step called before reset")),
+        }
+    }
+}
+
+/// The mixture's solver: each env's own solver, made on first use.
+struct MixSolver {
+    seed: u64,
+    factories: HashMap<String, Arc<dyn EnvFactory>>,
+    solvers: HashMap<String, Box<dyn Solver>>,
+}
+
+impl Solver for MixSolver {
+    fn act(&mut self, task: &Task, history: &[Message]) -> Message {
+        let Some(factory) = self.factories.get(&task.env_id) else {
+            return Message::assistant(format!("I have no solver for env `{}`", task.env_id));
+        };
+        let seed = self.seed;
+        self.solvers
+            .entry(task.env_id.clone())
+            .or_insert_with(|| factory.solver(seed))
+            .act(task, history)
+    }
+}
