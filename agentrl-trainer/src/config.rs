@@ -50,12 +50,51 @@ fn default_reward() -> RewardConfig {
     }
 }
 
-/// Env selection.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Which env(s) to train on: one env (`id`, in process or on `server`) or a weighted
+/// mixture (`mix`); see [`crate::envs`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvConfig {
-    /// Registry id (see `agentrl env list`).
+    /// Registry id (see `agentrl env list`), or the env's name on `server`; empty with `mix`.
+    #[serde(default)]
     pub id: String,
+    /// Env server or controller to run the sessions on (`http://HOST:PORT`); default: in
+    /// process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Bearer token of `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Turn limit of an env only `server` knows (default 16; registered envs bring their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<usize>,
+    /// Several envs, each drawn with its weight (a multi-task run); replaces `id`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<EnvSource>,
+}
+
+/// One env of a mixture: the fields of [`EnvConfig`] for one env, and its weight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvSource {
+    /// Registry id, or the env's name on `server`.
+    pub id: String,
+    /// Env server or controller to run the sessions on; default: in process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Bearer token of `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// Turn limit of an env only `server` knows (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<usize>,
+    /// Relative share of the tasks (default 1).
+    #[serde(default = "default_weight")]
+    pub weight: f64,
+}
+
+fn default_weight() -> f64 {
+    1.0
 }
 
 /// Shape of the tiny GPT (vocabulary comes from the chat format).

@@ -23,6 +23,7 @@ pub mod advantage;
 pub mod checkpoint;
 pub mod config;
 pub mod demos;
+pub mod envs;
 pub mod eval;
 pub mod judge;
 pub mod learner;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agentrl_core::{Error, Result, SeededRng, Trajectory, read_jsonl, write_jsonl};
-use agentrl_env::{ArithDemonstrator, EnvFactory, Solver, lookup};
+use agentrl_env::{ArithDemonstrator, EnvFactory, Solver};
 use agentrl_policy::{ChatFormat, TchPolicy, TinyChatFormat};
 use tch::Device;
 
@@ -52,7 +52,7 @@ impl Run {
         tch::set_num_threads(config.torch_threads);
         tch::manual_seed(config.seed as i64);
         Ok(Run {
-            factory: lookup(&config.env.id)?,
+            factory: crate::envs::env_factory(&config.env)?,
             format: Arc::new(TinyChatFormat::new()),
             device: default_device(),
             dir: dir.to_path_buf(),
@@ -95,6 +95,15 @@ impl Run {
     /// Writes the demonstrations file `demos.jsonl` (the imperfect demonstrator on `arith-calc`,
     /// the reference solver elsewhere) and returns its path.
     pub async fn write_demonstrations(&self) -> Result<PathBuf> {
+        if !self.factory.has_solver() {
+            return Err(Error::Config(format!(
+                "env `{}` has no reference solver here (it is known only to its server), so \
+                 there are no demonstrations to clone; start RL from a checkpoint with \
+                 `agentrl train --init FILE`",
+                self.factory.id()
+            )));
+        }
+        crate::envs::check_servers(&self.config.env).await?;
         let cfg = &self.config.sft;
         let mut solver: Box<dyn Solver> =
             if self.factory.id() == agentrl_env::arith_calc::ARITH_CALC_ID {
@@ -191,6 +200,7 @@ impl Run {
         label: &str,
         step: usize,
     ) -> Result<EvalReport> {
+        crate::envs::check_servers(&self.config.env).await?;
         let (_policy, ctx) = self.rollout_policy(learner)?;
         let (report, trajectories) = evaluate(
             &ctx,
@@ -222,6 +232,7 @@ impl Run {
 
     /// GRPO with the async pipeline, starting from `learner` at step `start_step`.
     pub async fn rl(&self, learner: Learner, start_step: usize) -> Result<(Learner, RlSummary)> {
+        crate::envs::check_servers(&self.config.env).await?;
         let (reward, _judge) =
             crate::rescore::build_reward(&self.config, self.config.judge_checkpoint.as_deref())?;
         let (policy, ctx) = self.rollout_policy(&learner)?;

@@ -1,0 +1,124 @@
+//! The env factory of a run, from its `[env]` config: a registered env in process, an env on an
+//! env server or controller (registered, or known only to the server, e.g. written in Python),
+//! or a weighted mixture of such envs ([`EnvMix`]) for multi-task runs.
+//!
+//! ```toml
+//! [env]                                   # one env, in process
+//! id = "arith-calc"
+//!
+//! [[env.mix]]                             # or several, each with a share of the tasks
+//! id = "arith-calc"
+//! weight = 3.0
+//! [[env.mix]]
+//! id = "guess-number"                     # a Python env behind a controller
+//! server = "http://127.0.0.1:5020"
+//! token = "secret"
+//! max_turns = 8
+//! ```
+
+use std::sync::Arc;
+
+use agentrl_core::{Error, Result};
+use agentrl_env::protocol::{ClientConfig, ProtocolClient, RemoteEnvFactory};
+use agentrl_env::{EnvFactory, EnvMix, lookup};
+
+use crate::config::{EnvConfig, EnvSource};
+
+/// Turn limit of an env only the server knows, unless its config sets one.
+pub const DEFAULT_SERVED_MAX_TURNS: usize = 16;
+
+/// The envs `config` names, with their weights (one env: weight 1).
+pub fn sources(config: &EnvConfig) -> Result<Vec<EnvSource>> {
+    match (config.id.trim().is_empty(), config.mix.is_empty()) {
+        (false, true) => Ok(vec![EnvSource {
+            id: config.id.clone(),
+            server: config.server.clone(),
+            token: config.token.clone(),
+            max_turns: config.max_turns,
+            weight: 1.0,
+        }]),
+        (true, false) if config.server.is_none() && config.token.is_none() => {
+            Ok(config.mix.clone())
+        }
+        (true, false) => Err(Error::Config(
+            "env.server and env.token apply to env.id; with env.mix, set them per entry".into(),
+        )),
+        (false, false) => Err(Error::Config(
+            "set either env.id (one env) or [[env.mix]] entries (several), not both".into(),
+        )),
+        (true, true) => Err(Error::Config(
+            "env.id is empty and there is no [[env.mix]]: name the env to train on".into(),
+        )),
+    }
+}
+
+/// The protocol client of a source's server (`None`: the env runs in process).
+fn client_of(source: &EnvSource) -> Result<Option<ProtocolClient>> {
+    let Some(server) = &source.server else {
+        if source.token.is_some() || source.max_turns.is_some() {
+            return Err(Error::Config(format!(
+                "env `{}`: token and max_turns only apply with a server",
+                source.id
+            )));
+        }
+        return Ok(None);
+    };
+    let client = ProtocolClient::new(server, &ClientConfig::default())?;
+    Ok(Some(match &source.token {
+        Some(token) => client.with_token(token.clone()),
+        None => client,
+    }))
+}
+
+/// The factory of one env source.
+fn source_factory(source: &EnvSource) -> Result<Arc<dyn EnvFactory>> {
+    let Some(client) = client_of(source)? else {
+        return lookup(&source.id);
+    };
+    Ok(match lookup(&source.id) {
+        Ok(local) => {
+            if source.max_turns.is_some() {
+                return Err(Error::Config(format!(
+                    "env `{}` is registered and brings its own turn limit; drop max_turns",
+                    source.id
+                )));
+            }
+            Arc::new(RemoteEnvFactory::new(client, local))
+        }
+        Err(_) => Arc::new(RemoteEnvFactory::served(
+            client,
+            &source.id,
+            source.max_turns.unwrap_or(DEFAULT_SERVED_MAX_TURNS),
+        )),
+    })
+}
+
+/// The run's env factory (no network yet: see [`check_servers`]).
+pub fn env_factory(config: &EnvConfig) -> Result<Arc<dyn EnvFactory>> {
+    let sources = sources(config)?;
+    if let [one] = sources.as_slice()
+        && config.mix.is_empty()
+    {
+        return source_factory(one);
+    }
+    let parts = sources
+        .iter()
+        .map(|s| Ok((source_factory(s)?, s.weight)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Arc::new(EnvMix::new(parts)?))
+}
+
+/// Asks every env server in `config` whether it serves its env, so a wrong address or env name
+/// stops the run before any episode instead of failing every one.
+pub async fn check_servers(config: &EnvConfig) -> Result<()> {
+    for source in sources(config)? {
+        let Some(client) = client_of(&source)? else {
+            continue;
+        };
+        RemoteEnvFactory::served(client, &source.id, 1)
+            .check_served()
+            .await
+            .map_err(|e| Error::Config(format!("env `{}`: {e}", source.id)))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,132 @@
+//! The `[env]` section: one env in process, an env on an env server (registered or known only
+//! to the server), a weighted mixture; clear errors; and a short RL run on a mixture whose second
+//! env runs on a real env server on 127.0.0.1.
+
+mod common;
+
+use agentrl_core::Split;
+use agentrl_env::lookup;
+use agentrl_env::protocol::{ServerConfig, serve};
+use agentrl_trainer::config::{EnvConfig, RunConfig};
+use agentrl_trainer::envs::{check_servers, env_factory};
+use agentrl_trainer::metrics::read_metrics;
+use agentrl_trainer::run::Run;
+
+fn env_section(toml_text: &str) -> EnvConfig {
+    #[derive(serde::Deserialize)]
+    struct File {
+        env: EnvConfig,
+    }
+    toml::from_str::<File>(toml_text).unwrap().env
+}
+
+fn error_of(toml_text: &str) -> String {
+    match env_factory(&env_section(toml_text)) {
+        Ok(f) => panic!("expected an error, got env `{}`", f.id()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn one_env_or_a_weighted_mixture() {
+    let one = env_factory(&env_section("[env]\nid = \"maze\"\n")).unwrap();
+    assert_eq!(one.id(), "maze");
+    let mix = env_factory(&env_section(
+        "[[env.mix]]\nid = \"arith-calc\"\nweight = 3\n[[env.mix]]\nid = \"maze\"\n",
+    ))
+    .unwrap();
+    assert_eq!(mix.id(), "mix(arith-calc+maze)");
+    let arith = (0..400)
+        .filter(|&i| mix.task(Split::Train, i).env_id == "arith-calc")
+        .count();
+    assert!(
+        (260..=340).contains(&arith),
+        "{arith} of 400 arith-calc tasks"
+    );
+}
+
+#[test]
+fn bad_env_sections_say_what_to_change() {
+    let both = "[env]\nid = \"maze\"\n[[env.mix]]\nid = \"arith-calc\"\n";
+    assert!(error_of(both).contains("not both"));
+    assert!(error_of("[env]\n").contains("name the env"));
+    assert!(error_of("[env]\nid = \"nope\"\n").contains("known env ids"));
+    let token = "[env]\nid = \"maze\"\ntoken = \"t\"\n";
+    assert!(error_of(token).contains("only apply with a server"));
+    let turns = "[env]\nid = \"maze\"\nserver = \"http://127.0.0.1:9\"\nmax_turns = 3\n";
+    assert!(error_of(turns).contains("drop max_turns"));
+    let weight = "[[env.mix]]\nid = \"maze\"\nweight = 0\n";
+    assert!(error_of(weight).contains("weight 0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_are_checked_before_the_run() {
+    let (addr, handle) = serve(
+        "127.0.0.1:0".parse().unwrap(),
+        vec![lookup("maze").unwrap()],
+        ServerConfig::default(),
+    )
+    .await
+    .unwrap();
+    let remote = env_section(&format!(
+        "[env]\nid = \"maze\"\nserver = \"http://{addr}\"\n"
+    ));
+    assert_eq!(env_factory(&remote).unwrap().id(), "maze");
+    check_servers(&remote).await.unwrap();
+    // A name only a server could know: the factory is made, and the check says what is served.
+    let served = env_section(&format!(
+        "[env]\nid = \"guess-number\"\nserver = \"http://{addr}\"\nmax_turns = 6\n"
+    ));
+    let factory = env_factory(&served).unwrap();
+    assert_eq!((factory.id(), factory.max_turns()), ("guess-number", 6));
+    assert!(!factory.has_solver());
+    let err = check_servers(&served).await.unwrap_err().to_string();
+    assert!(
+        err.contains("guess-number") && err.contains("maze"),
+        "{err}"
+    );
+    handle.shutdown().await.unwrap();
+    let dead = env_section(&format!(
+        "[env]\nid = \"maze\"\nserver = \"http://{addr}\"\n"
+    ));
+    let err = check_servers(&dead).await.unwrap_err().to_string();
+    assert!(err.contains(&addr.to_string()), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixture_with_a_remote_env_trains_and_reports_both_envs() {
+    let (addr, handle) = serve(
+        "127.0.0.1:0".parse().unwrap(),
+        vec![lookup("math-reasoning").unwrap()],
+        ServerConfig::default(),
+    )
+    .await
+    .unwrap();
+    let mut config: RunConfig = common::tiny_config(1);
+    config.env = env_section(&format!(
+        "[[env.mix]]\nid = \"arith-calc\"\n[[env.mix]]\nid = \"math-reasoning\"\nserver = \"http://{addr}\"\n"
+    ));
+    config.rl.tasks_per_step = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let run = Run::new(config, dir.path()).unwrap();
+    let demos = run.write_demonstrations().await.unwrap();
+    // The demonstrations of math-reasoning were played on the server.
+    let (recorded, _) = agentrl_core::read_jsonl(&demos).unwrap();
+    for env in ["arith-calc", "math-reasoning"] {
+        let n = recorded.iter().filter(|t| t.env_id == env).count();
+        assert!(n > 10, "{n} demonstrations of {env}");
+    }
+    let learner = run.sft(&demos).unwrap();
+    let (_learner, summary) = run.rl(learner, 0).await.unwrap();
+    assert_eq!(summary.steps, 3);
+    let (sampled, _) =
+        agentrl_core::read_jsonl(&dir.path().join("samples/rl_step_000003.jsonl")).unwrap();
+    assert!(
+        sampled
+            .iter()
+            .all(|t| t.env_id == "arith-calc" || t.env_id == "math-reasoning")
+    );
+    let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
+    assert!(records.iter().any(|r| r["kind"] == "rl_step"));
+    handle.shutdown().await.unwrap();
+}
