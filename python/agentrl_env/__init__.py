@@ -6,7 +6,9 @@ from .env import Env, EnvError, StepResult
 from .messages import assistant, system, text_of, tool_call, tool_message, user
 from .server import EnvServer
 from .sessions import ServerConfig, SessionTable
-from .tools import ToolCallError, parse_arguments, run_tool_calls, schema_violations, tool_calls, tool_spec
+from .tools import (
+    ToolCallError, parse_arguments, run_tool_calls, schema_violations, tool_calls, tool_spec,
+)
 
 __all__ = [
     "ControllerError", "Env", "EnvError", "EnvServer", "Registration", "ServerConfig",

@@ -95,7 +95,9 @@ class Registration:
         answer = post_json(self.controller, "/api/register", self.request, self.token)
         worker_id = answer.get("worker_id") if isinstance(answer, dict) else None
         if not isinstance(worker_id, str) or not worker_id:
-            raise ControllerError(f"the controller answered register without a worker_id: {answer}")
+            raise ControllerError(
+                f"the controller answered register without a worker_id: {answer}"
+            )
         with self._lock:
             self._worker_id = worker_id
         return worker_id

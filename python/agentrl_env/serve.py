@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_port:
         print(server.port, flush=True)
     print(f"env server listening on http://{server.host}:{server.port} (envs: {names}; "
-          f"session ttl {args.session_ttl_secs:g} s; Ctrl-C stops it)", file=sys.stderr, flush=True)
+          f"session ttl {args.session_ttl_secs:g} s; Ctrl-C stops it)",
+          file=sys.stderr, flush=True)
     stop.wait()
     if registration is not None:
         registration.stop()

@@ -191,7 +191,7 @@ class EnvServer:
             if not names:
                 problem = "missing field `name`"
             elif splits[0] not in wire.SPLITS:
-                problem = f"unknown variant `{splits[0]}`, expected `train` or `test` for `split`"
+                problem = f"split: unknown variant `{splits[0]}`, expected `train` or `test`"
             if problem:
                 raise ApiError(
                     400, f"invalid query ({problem}); expected ?name=ENV[&split=train|test]"

@@ -217,7 +217,8 @@ class SessionTable:
                 raise EnvError(f"step returned {type(result).__name__}, expected StepResult")
             status = result.wire_status()
             reward = result.reward
-            if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            number = isinstance(reward, (int, float)) and not isinstance(reward, bool)
+            if not number or not math.isfinite(reward):
                 raise EnvError(f"step reward must be a finite number, got {reward!r}")
             answer = {
                 "finish": False,

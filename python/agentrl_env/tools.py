@@ -47,7 +47,8 @@ def parse_arguments(call: Mapping[str, Any]) -> dict:
     raw = function.get("arguments", "")
     if not isinstance(raw, str):
         raise ToolCallError(
-            f"invalid arguments: `function.arguments` must be a JSON string, got {type(raw).__name__}"
+            "invalid arguments: `function.arguments` must be a JSON string, "
+            f"got {type(raw).__name__}"
         )
     raw = raw.strip()
     if not raw:
@@ -132,7 +133,8 @@ def run_tool_calls(
         try:
             if name not in handlers or name not in by_name:
                 available = ", ".join(sorted(set(handlers) & set(by_name)))
-                raise ToolCallError(f"unknown tool `{name}`", hint=f" (available tools: {available})")
+                raise ToolCallError(f"unknown tool `{name}`",
+                                    hint=f" (available tools: {available})")
             args = parse_arguments(call)
             problems = schema_violations(by_name[name]["function"].get("parameters") or {}, args)
             if problems:

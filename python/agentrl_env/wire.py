@@ -85,8 +85,10 @@ def u64(value: Any, what: str, optional: bool = False) -> int | None:
     """`value` as an unsigned 64-bit integer (or None when `optional` and null)."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= U64_MAX:
+    if isinstance(value, bool) or not isinstance(value, int):
         raise _at(what, f"invalid type: {_kind(value)}, expected u64")
+    if not 0 <= value <= U64_MAX:
+        raise _at(what, f"invalid value: {_kind(value)}, expected u64")
     return value
 
 

@@ -83,7 +83,10 @@ class GuessNumber(Env):
         return [GUESS_TOOL]
 
     def reset(self, index: int | None, split: str, custom_task: dict | None) -> list[dict]:
-        data = custom_task["data"] if custom_task is not None else generate(self.seed, split, index)
+        if custom_task is not None:
+            data = custom_task["data"]
+        else:
+            data = generate(self.seed, split, index)
         if not isinstance(data, dict):
             raise EnvError("task data must be an object {high, secret}")
         high, secret = data.get("high"), data.get("secret")
@@ -147,4 +150,5 @@ def solve(observation_text: str, history: list[dict]) -> dict:
             return assistant(f"answer: {number}")
     if low == high:
         return assistant(f"answer: {low}")
-    return assistant(None, [tool_call(f"call_{len(history)}", "guess", {"number": (low + high) // 2})])
+    middle = (low + high) // 2
+    return assistant(None, [tool_call(f"call_{len(history)}", "guess", {"number": middle})])

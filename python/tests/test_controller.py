@@ -30,7 +30,8 @@ class Recorder(BaseHTTPRequestHandler):
                 status, answer = 200, {"worker_id": f"worker-{state['next']}",
                                        "heartbeat_timeout_secs": 10.0}
             elif body["worker_id"] in state["forgotten"]:
-                status, answer = 404, {"error": f"unknown worker `{body['worker_id']}`; register again"}
+                message = f"unknown worker `{body['worker_id']}`; register again"
+                status, answer = 404, {"error": message}
             else:
                 status, answer = 200, {"worker_id": body["worker_id"], "sessions": 0}
         data = json.dumps(answer).encode()

@@ -98,10 +98,12 @@ class Protocol(ServerTest):
         p = self.port
         post = lambda route, raw=None, headers=None: request(p, "POST", route, raw=raw,
                                                              headers=headers)
-        self.assertEqual(request(p, "GET", "/api/get_indices?name=guess-number")[1], list(range(200)))
+        self.assertEqual(request(p, "GET", "/api/get_indices?name=guess-number")[1],
+                         list(range(200)))
         self.assertError(request(p, "GET", "/api/get_indices?name=nope"), 400, "guess-number")
         self.assertError(request(p, "GET", "/api/get_indices"), 400, "name")
-        self.assertError(request(p, "GET", "/api/get_indices?name=fragile&split=dev"), 400, "split")
+        self.assertError(request(p, "GET", "/api/get_indices?name=fragile&split=dev"), 400,
+                         "split: unknown variant `dev`")
         self.assertError(post("/api/start_sample", b"{not json"), 400, "invalid start_sample body")
         self.assertError(post("/api/start_sample", b""), 400, "start_sample")
         self.assertError(post("/api/start_sample", b'{"index": 0}'), 422, "name")
@@ -122,8 +124,10 @@ class Protocol(ServerTest):
         self.assertError(post("/api/interact", action), 400, "session_id")
         self.assertError(post("/api/interact", action, {"session_id": "999999"}), 404,
                          "unknown session id 999999")
-        self.assertError(post("/api/interact", action, {"session_id": "abc"}), 404, "unknown session")
-        self.assertError(post("/api/cancel", None, {"session_id": "999999"}), 404, "unknown session")
+        self.assertError(post("/api/interact", action, {"session_id": "abc"}), 404,
+                         'unknown session id "abc"')
+        self.assertError(post("/api/cancel", None, {"session_id": "999999"}), 404,
+                         "unknown session")
         self.assertError(post("/api/cancel"), 400, "session_id")
         sid = {"session_id": start(p, {"name": "fragile", "index": 3})[0]}
         self.assertError(post("/api/interact", b"[[", sid), 400, "invalid interact body")
@@ -178,14 +182,16 @@ class Protocol(ServerTest):
             self.assertEqual(interact(self.port, sid, assistant("fine"))[1]["metrics"]["extra"],
                              {"note": "fine"})
             status, answer, _ = interact(self.port, sid, assistant(text))
-            self.assertEqual((status, answer["status"], answer["finish"]), (200, "task_error", True))
+            self.assertEqual((status, answer["status"], answer["finish"]),
+                             (200, "task_error", True))
             self.assertIn("environment `fragile`", answer["error"])
             self.assertIn(needle, answer["error"])
             self.assertError(interact(self.port, sid, assistant("x")), 409, "task_error")
 
     def test_turn_limit(self):
-        sid, _ = start(self.port, {"name": "guess-number", "custom_task": {
-            "env_id": "guess-number", "id": "t", "split": "train", "data": {"high": 7, "secret": 2}}})
+        task = {"env_id": "guess-number", "id": "t", "split": "train",
+                "data": {"high": 7, "secret": 2}}
+        sid, _ = start(self.port, {"name": "guess-number", "custom_task": task})
         limit = gn.turns_needed(7) + 2
         for turn in range(1, limit + 1):
             status, answer, _ = interact(self.port, sid, assistant(" "))
@@ -216,7 +222,8 @@ class Limits(ServerTest):
     def test_idle_sessions_expire(self):
         sid, _ = start(self.port, {"name": "fragile", "index": 1})
         wait_until(lambda: self.server.table.count() == 0)
-        self.assertError(interact(self.port, sid, assistant("hi")), 404, "expired after 0.3 s idle")
+        self.assertError(interact(self.port, sid, assistant("hi")), 404,
+                         "expired after 0.3 s idle")
 
     def test_max_sessions(self):
         self.server.table.config.session_ttl = 600.0
@@ -236,8 +243,9 @@ class Token(ServerTest):
         status, answer, head = request(self.port, "POST", "/api/start_sample", body)
         self.assertEqual((status, head.get("www-authenticate")), (401, "Bearer"))
         self.assertIn("missing `Authorization: Bearer TOKEN` header", answer["error"])
-        self.assertError(request(self.port, "GET", "/api/list_workers",
-                                 headers={"Authorization": "Bearer nope"}), 401, "wrong bearer token")
+        wrong = request(self.port, "GET", "/api/list_workers",
+                        headers={"Authorization": "Bearer nope"})
+        self.assertError(wrong, 401, "wrong bearer token")
         sid, _ = start(self.port, body, {"Authorization": "Bearer s3cret"})
         status, answer, _ = interact(self.port, sid, assistant("hi"),
                                      {"Authorization": "Bearer s3cret"})

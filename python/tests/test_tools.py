@@ -51,7 +51,8 @@ class Schema(unittest.TestCase):
         self.assertTrue(any("minimum" in p for p in problems), problems)
         self.assertTrue(any("unknown property `c`" in p for p in problems), problems)
         self.assertIn("missing required property `b`", schema_violations(params, {"a": 1})[0])
-        self.assertEqual(schema_violations({"type": "boolean"}, 1), ["arguments: expected boolean, got 1"])
+        self.assertEqual(schema_violations({"type": "boolean"}, 1),
+                         ["arguments: expected boolean, got 1"])
 
 
 class RunToolCalls(unittest.TestCase):
@@ -66,7 +67,8 @@ class RunToolCalls(unittest.TestCase):
         self.assertEqual([m["tool_call_id"] for m in messages], ["c1", "c2", "c3", "c4"])
         self.assertEqual(messages[0]["content"], "5")
         self.assertTrue(messages[1]["content"].startswith("error: invalid arguments"))
-        self.assertEqual(messages[2]["content"], "error: unknown tool `mul` (available tools: add)")
+        self.assertEqual(messages[2]["content"],
+                         "error: unknown tool `mul` (available tools: add)")
         self.assertIn("missing required property `b`", messages[3]["content"])
         self.assertEqual((metrics["tool_calls"], metrics["tool_errors"]), (4, 3))
         self.assertEqual(metrics["invalid_action"].count(";"), 2, metrics)
