@@ -11,11 +11,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use agentrl_core::{Env, Message, Role, Split, Task, ToolCall};
-use agentrl_env::lookup;
 use agentrl_env::protocol::{
-    ClientConfig, ControllerConfig, ProtocolClient, RemoteEnv, SampleStatus, ServerConfig, serve,
-    serve_controller,
+    ClientConfig, ControllerConfig, ProtocolClient, RemoteEnv, RemoteEnvFactory, SampleStatus,
+    ServerConfig, serve, serve_controller,
 };
+use agentrl_env::{EnvFactory, lookup, run_solver_episode};
 use serde_json::{Value, json};
 
 const ENV: &str = "guess-number";
@@ -57,19 +57,19 @@ struct PyServer {
 }
 
 impl PyServer {
-    /// Starts the server with `extra` arguments and waits for the port it prints.
+    /// Starts the server for the example env with `extra` arguments and waits for the port.
     fn start(extra: &[&str]) -> PyServer {
+        Self::start_env("guess_number:GuessNumber", extra)
+    }
+
+    /// Starts the server for `env` (`MODULE:CLASS` in `python/examples`) and waits for the
+    /// port it prints.
+    fn start_env(env: &str, extra: &[&str]) -> PyServer {
         let examples = python_dir().join("examples");
         let mut child = python3()
             .args(["-m", "agentrl_env.serve", "--path"])
             .arg(&examples)
-            .args([
-                "--env",
-                "guess_number:GuessNumber",
-                "--port",
-                "0",
-                "--print-port",
-            ])
+            .args(["--env", env, "--port", "0", "--print-port"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -579,6 +579,57 @@ async fn a_python_server_registers_with_the_rust_controller_and_heartbeats() {
         .to_string();
     assert!(err.contains("503") && err.contains(ENV), "{err}");
     controller.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rust_side_plays_a_python_port_exactly_like_the_rust_env() {
+    let py = PyServer::start_env("arith_calc:ArithCalc", &[]);
+    let local = lookup("arith-calc").unwrap();
+    // What the trainer does with a remote env: tasks, turn limit and solver from the local
+    // factory, sessions on the (Python) server.
+    let remote = RemoteEnvFactory::new(py.client(), local.clone());
+    let mut solved = 0;
+    for (split, index) in (0..15).flat_map(|i| [(Split::Train, i), (Split::Test, i)]) {
+        let task = remote.task(split, index);
+        let on_python = run_solver_episode(&remote, &mut *remote.solver(0), &task)
+            .await
+            .unwrap();
+        let in_process = run_solver_episode(&*local, &mut *local.solver(0), &task)
+            .await
+            .unwrap();
+        assert_eq!(on_python, in_process, "task {}", task.id);
+        solved += usize::from(on_python.success);
+    }
+    assert_eq!(solved, 30);
+    // Malformed actions and wrong answers are scored as in Rust, turn limit included.
+    let task = local.task(Split::Test, 5);
+    for actions in [
+        vec![
+            guess("c", "{}"),
+            Message::assistant(""),
+            Message::user("hi"),
+            Message::assistant(task.data["answer"].as_str().unwrap()),
+        ],
+        vec![Message::assistant("0"), Message::assistant("1")],
+        vec![Message::assistant(" "); 5],
+    ] {
+        let mut steps = Vec::new();
+        for make in [&remote as &dyn EnvFactory, &*local] {
+            let mut env = make.make();
+            env.reset(&task).await.unwrap();
+            let mut trace = Vec::new();
+            for action in &actions {
+                let step = env.step(action).await.unwrap();
+                trace.push(format!("{step:?}"));
+                if step.done() {
+                    break;
+                }
+            }
+            steps.push(trace);
+        }
+        assert_eq!(steps[0], steps[1], "python vs rust for {actions:?}");
+        assert!(steps[0].last().unwrap().contains("terminated: true") || steps[0].len() == 4);
+    }
 }
 
 #[test]

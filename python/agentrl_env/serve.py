@@ -41,6 +41,11 @@ def load_env_class(spec: str) -> type[Env]:
             module = importlib.import_module(module_name)
     except ImportError as e:
         raise UsageError(f"--env {spec!r}: cannot import {module_name}: {e}") from None
+    except UsageError:
+        raise
+    except Exception as e:  # the module itself failed (syntax error, an exception at import)
+        raise UsageError(f"--env {spec!r}: loading {module_name} failed: "
+                         f"{type(e).__name__}: {e}") from None
     cls = getattr(module, class_name, None)
     if cls is None:
         raise UsageError(f"--env {spec!r}: module {module_name} has no {class_name}")

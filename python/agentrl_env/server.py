@@ -120,6 +120,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, {"error": f"internal error: {type(e).__name__}: {e}"})
 
 
+class _HttpServer(ThreadingHTTPServer):
+    """The listener; a connection that fails (a client hanging up mid-answer) is logged, not
+    printed."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("connection from %s failed", client_address, exc_info=True)
+
+
 def _parse_json(raw: bytes, what: str) -> Any:
     """A JSON body: 400 when it is not JSON."""
     try:
@@ -152,8 +162,7 @@ class EnvServer:
     ):
         self.table = SessionTable(envs, config or ServerConfig())
         self.token = token or None
-        self.http = ThreadingHTTPServer((host, port), _Handler)
-        self.http.daemon_threads = True
+        self.http = _HttpServer((host, port), _Handler)
         self.http.env_server = self  # type: ignore[attr-defined]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
