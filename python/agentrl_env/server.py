@@ -45,18 +45,23 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "agentrl-env-python"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib name)
+        """Request lines go to the debug log, not stderr."""
         log.debug("%s - %s", self.address_string(), format % args)
 
     def do_GET(self) -> None:
+        """Serves a GET request."""
         self._serve("GET")
 
     def do_POST(self) -> None:
+        """Serves a POST request."""
         self._serve("POST")
 
     def do_PUT(self) -> None:
+        """Serves a PUT request."""
         self._serve("PUT")
 
     def do_DELETE(self) -> None:
+        """Serves a DELETE request."""
         self._serve("DELETE")
 
     def _send(self, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
@@ -82,6 +87,7 @@ class _Handler(BaseHTTPRequestHandler):
                     return b"".join(chunks)
                 total += size
                 if total > MAX_BODY_BYTES:
+                    self.close_connection = True
                     raise ApiError(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
                 chunks.append(self.rfile.read(size))
                 self.rfile.readline(1024)
@@ -115,6 +121,8 @@ class _Handler(BaseHTTPRequestHandler):
             if e.status == 405:
                 headers = {"Allow": ROUTES.get(urlsplit(self.path).path, "GET")}
             self._send(e.status, {"error": e.message}, headers)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client hung up; nobody to answer
         except Exception as e:  # a server bug: answer 500 rather than drop the connection
             log.exception("request %s %s failed", method, self.path)
             self._send(500, {"error": f"internal error: {type(e).__name__}: {e}"})
@@ -127,6 +135,7 @@ class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
+        """Logs a failed connection at debug level."""
         log.debug("connection from %s failed", client_address, exc_info=True)
 
 

@@ -56,9 +56,11 @@ class Session:
     ended: tuple | None = None
 
     def touch(self) -> None:
+        """Marks the session as used now."""
         self.last_used = time.monotonic()
 
     def idle(self) -> float:
+        """Seconds since the session was last used."""
         return time.monotonic() - self.last_used
 
 
@@ -94,6 +96,7 @@ class SessionTable:
         self._next_id = 1
 
     def known_ids(self) -> str:
+        """The served env ids, sorted and comma-separated."""
         return ", ".join(sorted(self.envs))
 
     def env_class(self, name: str) -> type[Env]:

@@ -103,9 +103,11 @@ class ArithCalc(Env):
         self.answer: int | None = None
 
     def tools(self) -> list[dict]:
+        """The one tool of the env."""
         return [CALCULATOR]
 
     def reset(self, index: int | None, split: str, custom_task: dict | None) -> list[dict]:
+        """Checks the task and states it."""
         if custom_task is None:
             raise EnvError("the Python arith-calc runs the tasks of the Rust factory: start "
                            "samples with `custom_task` (RemoteEnvFactory does)")
@@ -128,6 +130,7 @@ class ArithCalc(Env):
         return show(evaluate(args["expression"]))
 
     def step(self, action: dict) -> StepResult:
+        """Answers tool calls; a message without them is the final answer."""
         if self.answer is None:
             raise EnvError("step called after the final answer; start a new sample")
         if action.get("role") != "assistant":

@@ -80,9 +80,11 @@ class GuessNumber(Env):
         self.done = False
 
     def tools(self) -> list[dict]:
+        """The one tool of the env."""
         return [GUESS_TOOL]
 
     def reset(self, index: int | None, split: str, custom_task: dict | None) -> list[dict]:
+        """Checks the task and states it."""
         if custom_task is not None:
             data = custom_task["data"]
         else:
@@ -116,6 +118,7 @@ class GuessNumber(Env):
         return f"{number} is correct"
 
     def step(self, action: dict) -> StepResult:
+        """Answers tool calls; a message without them is the final answer."""
         if self.done:
             raise EnvError("step called after the final answer; start a new sample")
         if action.get("role") != "assistant":

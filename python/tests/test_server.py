@@ -158,6 +158,11 @@ class Protocol(ServerTest):
         self.assertEqual(status, 200, answer)
         self.assertEqual(answer["messages"][0]["content"], "say something")
 
+    def test_unreadable_body(self):
+        self.assertError(request(self.port, "POST", "/api/start_sample",
+                                 headers={"Content-Length": "abc"}), 400,
+                         "could not read the request body")
+
     def test_cancel(self):
         sid, _ = start(self.port, {"name": "fragile", "index": 1})
         status, answer, _ = request(self.port, "POST", "/api/cancel", headers={"session_id": sid})
