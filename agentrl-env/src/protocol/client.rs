@@ -461,10 +461,7 @@ impl RemoteEnvFactory {
     /// Asks the server whether some worker serves this env; an error says what it serves.
     pub async fn check_served(&self) -> Result<()> {
         let workers = self.client.list_workers().await?;
-        if workers
-            .iter()
-            .any(|w| w.envs.contains(&self.env_id))
-        {
+        if workers.iter().any(|w| w.envs.contains(&self.env_id)) {
             return Ok(());
         }
         let served: Vec<&str> = workers
