@@ -201,6 +201,9 @@ pub struct RlConfig {
     /// Max tokens per turn.
     #[serde(default = "default_max_new_tokens")]
     pub max_new_tokens: usize,
+    /// How advantages come from a group's rewards: `grpo` (default), `dr_grpo` or `rloo`.
+    #[serde(default)]
+    pub advantage: crate::advantage::AdvantageEstimator,
     /// Normalise advantages per task across the batch (AgentRL's task advantage normalisation).
     #[serde(default = "default_true")]
     pub task_normalization: bool,

@@ -17,7 +17,7 @@ use ndarray::Array1;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::advantage::{group_advantages, normalize_per_task};
+use crate::advantage::{advantages, normalize_per_task};
 use crate::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
 use crate::config::RunConfig;
 use crate::learner::{GrpoParams, Learner};
@@ -240,7 +240,7 @@ fn learner_loop(
         }
         let rewards: Array1<f64> = batch.iter().map(|t| t.reward).collect();
         let group_ids: Vec<u64> = batch.iter().map(|t| t.group_id).collect();
-        let mut adv = group_advantages(&rewards, &group_ids);
+        let mut adv = advantages(rl.advantage, &rewards, &group_ids);
         if rl.task_normalization {
             let envs: Vec<&str> = batch.iter().map(|t| t.env_id.as_str()).collect();
             normalize_per_task(&mut adv, &envs);
