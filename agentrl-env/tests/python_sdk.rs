@@ -1,7 +1,9 @@
 //! The Python env SDK (`python/agentrl_env`) against the Rust protocol client: its example env
 //! (`guess-number`) served by `python3 -m agentrl_env.serve` on port 0 and played through
-//! `RemoteEnv`/`ProtocolClient`, the same error answers as the Rust env server for the same
-//! malformed requests, registration behind the Rust controller, and the Python unit tests.
+//! `RemoteEnv`/`ProtocolClient` (also 50 at once), the same error answers as the Rust env server
+//! for the same malformed requests, the Python port of `arith-calc` giving the same episodes as
+//! the Rust env through `RemoteEnvFactory`, registration behind the Rust controller, and the
+//! Python unit tests.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
