@@ -1,7 +1,9 @@
 //! The Python env SDK (`python/agentrl_env`) against the Rust protocol client: its example env
 //! (`guess-number`) served by `python3 -m agentrl_env.serve` on port 0 and played through
-//! `RemoteEnv`/`ProtocolClient`, the same error answers as the Rust env server for the same
-//! malformed requests, registration behind the Rust controller, and the Python unit tests.
+//! `RemoteEnv`/`ProtocolClient` (also 50 at once), the same error answers as the Rust env server
+//! for the same malformed requests, the Python port of `arith-calc` giving the same episodes as
+//! the Rust env through `RemoteEnvFactory`, registration behind the Rust controller, and the
+//! Python unit tests.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -250,6 +252,26 @@ async fn malformed_tool_calls_are_error_observations_and_the_episode_goes_on() {
     assert_eq!(last.status, SampleStatus::TaskLimitReached);
     let step = last.to_step().unwrap();
     assert!(step.truncated && !step.terminated);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_episodes_never_mix() {
+    let server = PyServer::start(&[]);
+    let episodes = (0..50).map(|index| {
+        let client = server.client();
+        tokio::spawn(async move {
+            let mut env = RemoteEnv::new(client, ENV);
+            let obs = env.reset_index(Split::Train, index).await.unwrap();
+            binary_search(&mut env, obs.messages[0].text()).await
+        })
+    });
+    let mut solved = 0;
+    for episode in episodes.collect::<Vec<_>>() {
+        let (reward, success, _) = episode.await.unwrap();
+        solved += usize::from(reward == 1.0 && success == Some(true));
+    }
+    assert_eq!(solved, 50);
+    assert!(server.client().list_sessions().await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -587,7 +609,9 @@ async fn the_rust_side_plays_a_python_port_exactly_like_the_rust_env() {
     let local = lookup("arith-calc").unwrap();
     // What the trainer does with a remote env: tasks, turn limit and solver from the local
     // factory, sessions on the (Python) server.
-    let remote = RemoteEnvFactory::new(py.client(), local.clone());
+    let remote = RemoteEnvFactory::connect(&py.base(), "arith-calc", &ClientConfig::default())
+        .await
+        .unwrap();
     let mut solved = 0;
     for (split, index) in (0..15).flat_map(|i| [(Split::Train, i), (Split::Test, i)]) {
         let task = remote.task(split, index);
