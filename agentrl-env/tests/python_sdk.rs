@@ -5,11 +5,7 @@
 //! the Rust env through `RemoteEnvFactory`, registration behind the Rust controller, and the
 //! Python unit tests.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use agentrl_core::{Env, Message, Role, Split, Task, ToolCall};
@@ -22,92 +18,9 @@ use serde_json::{Value, json};
 
 const ENV: &str = "guess-number";
 
-/// The repository's `python/` directory.
-fn python_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("python")
-}
-
-/// `python3`, checked to exist and to be 3.10 or newer (with a clear failure otherwise).
-fn python3() -> Command {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import sys; print('%d.%d' % sys.version_info[:2]); sys.exit(sys.version_info < (3, 10))",
-        ])
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("python3 is needed by the Python SDK tests but cannot be run ({e}); install Python 3.11")
-        });
-    assert!(
-        out.status.success(),
-        "the Python SDK needs Python 3.10+, python3 is {}",
-        String::from_utf8_lossy(&out.stdout).trim()
-    );
-    let mut cmd = Command::new("python3");
-    cmd.env("PYTHONPATH", python_dir())
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .current_dir(python_dir());
-    cmd
-}
-
-/// A `python3 -m agentrl_env.serve` child serving the example env; killed on drop.
-struct PyServer {
-    child: Child,
-    port: u16,
-}
-
-impl PyServer {
-    /// Starts the server for the example env with `extra` arguments and waits for the port.
-    fn start(extra: &[&str]) -> PyServer {
-        Self::start_env("guess_number:GuessNumber", extra)
-    }
-
-    /// Starts the server for `env` (`MODULE:CLASS` in `python/examples`) and waits for the
-    /// port it prints.
-    fn start_env(env: &str, extra: &[&str]) -> PyServer {
-        let examples = python_dir().join("examples");
-        let mut child = python3()
-            .args(["-m", "agentrl_env.serve", "--path"])
-            .arg(&examples)
-            .args(["--env", env, "--port", "0", "--print-port"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawning python3 -m agentrl_env.serve");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(60)).unwrap_or_default();
-        let Ok(port) = line.trim().parse() else {
-            let status = child.try_wait();
-            let _ = child.kill();
-            panic!("the Python server printed {line:?} instead of its port (exit: {status:?})");
-        };
-        PyServer { child, port }
-    }
-
-    fn base(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn client(&self) -> ProtocolClient {
-        ProtocolClient::new(&self.base(), &ClientConfig::default()).unwrap()
-    }
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+#[path = "support/python_server.rs"]
+mod python_server;
+use python_server::{PyServer, python3};
 
 fn guess(id: &str, arguments: &str) -> Message {
     let mut call = ToolCall::new(id, "guess", &json!({}));

@@ -30,13 +30,15 @@ struct Group {
 }
 
 impl Group {
-    /// The oldest policy version that contributed to the group.
-    fn oldest_version(&self) -> u64 {
+    /// The oldest policy version that generated any of the group's tokens; `None` when the
+    /// policy generated nothing (e.g. every prompt was already longer than the context), which
+    /// cannot be stale.
+    fn oldest_version(&self) -> Option<u64> {
         self.trajectories
             .iter()
+            .filter(|t| !t.turns.is_empty())
             .map(|t| t.min_policy_version())
             .min()
-            .unwrap_or(0)
     }
 }
 
@@ -85,7 +87,7 @@ pub async fn train_rl(
         .await?;
     let (version_tx, version_rx) = watch::channel(start as u64);
     let capacity = (cfg.pipeline.max_staleness as usize + 1) * rl.tasks_per_step;
-    let (tx, rx) = mpsc::channel::<Group>(capacity.max(1));
+    let (tx, rx) = mpsc::channel::<Result<Group>>(capacity.max(1));
     let params = SamplingParams {
         temperature: rl.temperature,
         top_p: rl.top_p,
@@ -134,7 +136,7 @@ async fn produce(
     ctx: RolloutContext,
     reward: Arc<dyn RewardFn>,
     params: SamplingParams,
-    tx: mpsc::Sender<Group>,
+    tx: mpsc::Sender<Result<Group>>,
     mut version_rx: watch::Receiver<u64>,
     plan: ProducerPlan,
 ) {
@@ -164,20 +166,23 @@ async fn produce(
         let (ctx, reward, params, tx) = (ctx.clone(), reward.clone(), params.clone(), tx.clone());
         let n = plan.group_size;
         in_flight.spawn(async move {
-            let mut trajectories = match run_group(&ctx, &task, n, &params, g).await {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::error!("rollout of task {} failed: {e}", task.id);
-                    return;
+            // A failure (the policy or a reward function broke) stops the run with its reason:
+            // a group that silently went missing would leave the learner waiting forever.
+            let group = async {
+                let mut trajectories =
+                    run_group(&ctx, &task, n, &params, g).await.map_err(|e| {
+                        Error::Trainer(format!("rollout of task {} failed: {e}", task.id))
+                    })?;
+                for t in trajectories.iter_mut() {
+                    agentrl_reward::apply(reward.as_ref(), t)
+                        .await
+                        .map_err(|e| {
+                            Error::Trainer(format!("reward of task {} failed: {e}", task.id))
+                        })?;
                 }
+                Ok(Group { trajectories })
             };
-            for t in trajectories.iter_mut() {
-                if let Err(e) = agentrl_reward::apply(reward.as_ref(), t).await {
-                    tracing::error!("reward of task {} failed: {e}", task.id);
-                    return;
-                }
-            }
-            let _ = tx.send(Group { trajectories }).await;
+            let _ = tx.send(group.await).await;
         });
     }
 }
@@ -186,7 +191,7 @@ async fn produce(
 fn learner_loop(
     mut learner: Learner,
     mut metrics: MetricsWriter,
-    mut rx: mpsc::Receiver<Group>,
+    mut rx: mpsc::Receiver<Result<Group>>,
     policy: TchPolicy,
     version_tx: watch::Sender<u64>,
     handle: tokio::runtime::Handle,
@@ -219,19 +224,20 @@ fn learner_loop(
                 let t0 = Instant::now();
                 let group = rx.blocking_recv().ok_or_else(|| {
                     Error::Trainer("the rollout producer stopped before training finished".into())
-                })?;
+                })??;
                 idle += t0.elapsed().as_secs_f64();
                 waiting.push(group);
             }
             while let Ok(group) = rx.try_recv() {
-                waiting.push(group);
+                waiting.push(group?);
             }
             // Oldest first: a group that waits would only grow staler.
             let pick = (0..waiting.len())
-                .min_by_key(|&i| waiting[i].oldest_version())
+                .min_by_key(|&i| waiting[i].oldest_version().unwrap_or(u64::MAX))
                 .unwrap_or(0);
             let group = waiting.swap_remove(pick);
-            if version.saturating_sub(group.oldest_version()) > cfg.pipeline.max_staleness {
+            let age = group.oldest_version().map(|v| version.saturating_sub(v));
+            if age.is_some_and(|age| age > cfg.pipeline.max_staleness) {
                 dropped += group.trajectories.len();
                 continue;
             }
@@ -258,6 +264,7 @@ fn learner_loop(
         let _ = version_tx.send(new_version);
         let staleness: Vec<f64> = batch
             .iter()
+            .filter(|t| !t.turns.is_empty())
             .map(|t| version.saturating_sub(t.min_policy_version()) as f64)
             .collect();
         let n = batch.len().max(1) as f64;
@@ -278,7 +285,7 @@ fn learner_loop(
             "trained_trajectories": live.len(),
             "trained_tokens": stats.tokens,
             "tokens_per_second": generated as f64 / elapsed.max(1e-9),
-            "staleness_mean": staleness.iter().sum::<f64>() / n,
+            "staleness_mean": staleness.iter().sum::<f64>() / staleness.len().max(1) as f64,
             "staleness_max": staleness.iter().copied().fold(0.0, f64::max),
             "dropped_stale": dropped,
             "trainer_idle_seconds": idle,

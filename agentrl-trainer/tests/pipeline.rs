@@ -164,3 +164,18 @@ reward = { type = "llm_judge", rubric = "Rate the answer from 0 to 10.", scale_m
         assert!(r["reward/judge_fallback"].is_number(), "{r}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn episodes_cut_before_the_first_token_do_not_stall_the_pipeline() {
+    // Every prompt is longer than the context: episodes end before the policy acts, so no
+    // group has a policy version. They must count as fresh, not as stale forever.
+    let mut cfg = common::tiny_config(1);
+    cfg.model.max_seq_len = 16;
+    cfg.rl.steps = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let run = Run::new(cfg, dir.path()).unwrap();
+    let learner = run.learner(run.config.rl.lr, None).unwrap();
+    let rl = tokio::time::timeout(std::time::Duration::from_secs(300), run.rl(learner, 0));
+    let (_learner, summary) = rl.await.expect("the pipeline stalled").unwrap();
+    assert_eq!((summary.steps, summary.dropped_stale), (4, 0));
+}
