@@ -209,6 +209,29 @@ async fn sql_session_is_read_only_and_limits_turns() {
     assert!(last.unwrap().truncated);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_episode_has_its_own_database_removed_afterwards() {
+    let factory = SqlAnalysis::default();
+    let mut env = agentrl_env::SqlAnalysisEnv::default();
+    env.reset(&factory.task(Split::Test, 0)).await.unwrap();
+    let first = env.database().unwrap().dir().unwrap().to_path_buf();
+    assert!(first.exists());
+    env.step(&Message::assistant("7")).await.unwrap();
+    assert!(env.database().is_none());
+    assert!(
+        !first.exists(),
+        "the finished episode left its database behind"
+    );
+    env.reset(&factory.task(Split::Test, 1)).await.unwrap();
+    let second = env.database().unwrap().dir().unwrap().to_path_buf();
+    assert_ne!(first, second);
+    drop(env);
+    assert!(
+        !second.exists(),
+        "the dropped session left its database behind"
+    );
+}
+
 fn raw_call(name: &str, arguments: &str) -> Message {
     let mut call = ToolCall::new("c1", name, &json!({}));
     call.function.arguments = arguments.to_string();

@@ -18,7 +18,9 @@
 //! `count` counts non-empty cells.
 
 mod address;
+mod aggregate;
 mod cell;
+mod table;
 mod workbook;
 
 use std::sync::Arc;
@@ -28,8 +30,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 pub use address::{CellRef, MAX_COLUMNS, MAX_ROWS, Range, column_index, column_letter};
+pub use aggregate::Aggregate;
 pub use cell::{Cell, show_number};
-pub use workbook::{Aggregate, SheetRow, Workbook};
+pub use workbook::{SheetRow, Workbook};
 
 /// Cells a `read` may return at most.
 pub const MAX_READ_CELLS: usize = 400;

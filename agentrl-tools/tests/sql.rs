@@ -128,6 +128,21 @@ async fn read_write_changes_only_its_own_database() {
 }
 
 #[tokio::test]
+async fn values_and_the_database_size_are_capped() {
+    let tools = toolbox(items(1, SqlAccess::ReadWrite), SqlLimits::default());
+    failed_with(
+        &query(&tools, "SELECT length(printf('%.2000000c', 'x'))").await,
+        "too big",
+    );
+    let pages = query(&tools, "PRAGMA max_page_count").await;
+    assert_eq!(pages.message.text(), "max_page_count\n16384\n(1 row)");
+    failed_with(
+        &query(&tools, "PRAGMA max_page_count = 1000000").await,
+        "not allowed",
+    );
+}
+
+#[tokio::test]
 async fn row_limit_says_how_many_rows_there_were() {
     let limits = SqlLimits {
         max_rows: 5,

@@ -27,6 +27,8 @@ enum State {
         truth: Truth,
         /// The `sql` tool over this episode's database.
         tools: ToolBox,
+        /// This episode's database.
+        db: Arc<SqlDatabase>,
     },
 }
 
@@ -55,22 +57,30 @@ impl SqlAnalysisEnv {
             state: State::Idle,
         }
     }
+
+    /// The running episode's database (removed when the episode ends or the session drops).
+    pub fn database(&self) -> Option<&Arc<SqlDatabase>> {
+        match &self.state {
+            State::Running { db, .. } => Some(db),
+            State::Idle => None,
+        }
+    }
 }
 
-/// Builds the episode's database from `task` off the async runtime and wraps it in a tool box.
-async fn tools_for(task: &SqlTask, limits: SqlLimits) -> Result<ToolBox> {
+/// Builds the episode's database from `task` off the async runtime.
+async fn database_for(task: &SqlTask) -> Result<Arc<SqlDatabase>> {
     let shop = task.shop.clone();
-    let db = tokio::task::spawn_blocking(move || {
+    let built = tokio::task::spawn_blocking(move || {
         SqlDatabase::build(SqlAccess::ReadOnly, |conn| shop.load(conn))
     })
-    .await
-    .map_err(|e| {
+    .await;
+    let crashed = |e| {
         Error::env(
             SQL_ANALYSIS_ID,
             format!("building the database crashed: {e}"),
         )
-    })??;
-    ToolBox::new(ToolLimits::default()).with(Sql::new(Arc::new(db), limits))
+    };
+    Ok(Arc::new(built.map_err(crashed)??))
 }
 
 #[async_trait]
@@ -82,7 +92,9 @@ impl Env for SqlAnalysisEnv {
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         self.state = State::Idle;
         let sql_task = SqlTask::from_task(task)?;
-        let tools = tools_for(&sql_task, self.limits).await?;
+        let db = database_for(&sql_task).await?;
+        let tools =
+            ToolBox::new(ToolLimits::default()).with(Sql::new(Arc::clone(&db), self.limits))?;
         let text = format!(
             "A read-only SQLite database has these tables:\n{SCHEMA}\n\nQuestion: {}\nQuery \
              the database with the sql tool, then reply with the answer alone.",
@@ -95,12 +107,13 @@ impl Env for SqlAnalysisEnv {
         self.state = State::Running {
             truth: sql_task.truth,
             tools,
+            db,
         };
         Ok(observation)
     }
 
     async fn step(&mut self, action: &Message) -> Result<Step> {
-        let State::Running { truth, tools } = &self.state else {
+        let State::Running { truth, tools, .. } = &self.state else {
             return Err(Error::env(
                 SQL_ANALYSIS_ID,
                 "step called outside an episode",

@@ -5,59 +5,16 @@
 use std::time::Duration;
 
 use agentrl_core::Result;
-use rusqlite::{Connection, params_from_iter};
+use rusqlite::Connection;
 
 use super::address::{CellRef, MAX_COLUMNS, Range, column_letter};
+use super::aggregate::Aggregate;
 use super::cell::Cell;
+use super::table::{check_name, insert_row, select_rows, table};
 use crate::sql::{SqlDatabase, describe_error};
 
 /// Time one workbook operation may take.
 const TIME_LIMIT: Duration = Duration::from_secs(2);
-/// Longest sheet name.
-const MAX_NAME_CHARS: usize = 32;
-
-/// What [`Workbook::aggregate`] computes over the numeric cells of a range (`count` counts
-/// every non-empty cell).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Aggregate {
-    /// Sum of the numbers (0 when there are none).
-    Sum,
-    /// Mean of the numbers.
-    Avg,
-    /// Smallest number.
-    Min,
-    /// Largest number.
-    Max,
-    /// Number of non-empty cells.
-    Count,
-}
-
-impl Aggregate {
-    /// Every function, in the order the tool's schema lists them.
-    pub const ALL: [Aggregate; 5] = [
-        Aggregate::Sum,
-        Aggregate::Avg,
-        Aggregate::Min,
-        Aggregate::Max,
-        Aggregate::Count,
-    ];
-
-    /// The function's name (`sum`, `avg`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Aggregate::Sum => "sum",
-            Aggregate::Avg => "avg",
-            Aggregate::Min => "min",
-            Aggregate::Max => "max",
-            Aggregate::Count => "count",
-        }
-    }
-
-    /// The function named `name`.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|a| a.name() == name)
-    }
-}
 
 /// One row of a sheet: its number and cells `A..` (as many as asked for).
 pub type SheetRow = (u32, Vec<Cell>);
@@ -275,97 +232,20 @@ impl Workbook {
         Ok(row)
     }
 
-    /// `function` over `range`; returns the value (`None` when there are no numbers to take
-    /// an average, minimum or maximum of) and the number of cells it used.
+    /// `function` over `range` (computed by SQLite); returns the value (`None` when there are
+    /// no numbers to take an average, minimum or maximum of) and the number of cells it used.
     pub fn aggregate(
         &self,
         sheet: &str,
         range: &Range,
         function: Aggregate,
     ) -> Result<(Option<f64>, usize), String> {
-        let cells: Vec<Cell> = self
-            .read(sheet, range)?
-            .into_iter()
-            .flat_map(|(_, c)| c)
-            .collect();
-        let numbers: Vec<f64> = cells
-            .iter()
-            .filter_map(|c| match c {
-                Cell::Number(n) => Some(*n),
-                _ => None,
+        self.require(sheet)?;
+        let sql = function.query(&table(sheet), range);
+        self.run(|conn| {
+            conn.query_row(&sql, [range.start.row, range.end.row], |r| {
+                Ok((r.get::<_, Option<f64>>(0)?, r.get::<_, i64>(1)? as usize))
             })
-            .collect();
-        let n = numbers.len();
-        Ok(match function {
-            Aggregate::Count => {
-                let count = cells.iter().filter(|c| !c.is_empty()).count();
-                (Some(count as f64), count)
-            }
-            Aggregate::Sum => (Some(numbers.iter().sum()), n),
-            Aggregate::Avg if n > 0 => (Some(numbers.iter().sum::<f64>() / n as f64), n),
-            Aggregate::Min => (numbers.iter().copied().reduce(f64::min), n),
-            Aggregate::Max => (numbers.iter().copied().reduce(f64::max), n),
-            Aggregate::Avg => (None, 0),
         })
     }
-}
-
-/// The quoted table of sheet `name` (names are checked to be plain words).
-fn table(name: &str) -> String {
-    format!("\"sheet_{name}\"")
-}
-
-/// Fails unless `name` is 1 to 32 letters, digits or `_`.
-fn check_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.chars().count() <= MAX_NAME_CHARS
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "bad sheet name {name:?}: use 1 to {MAX_NAME_CHARS} letters, digits or _"
-        ))
-    }
-}
-
-/// Inserts row `row` with `cells` from column A.
-fn insert_row(conn: &Connection, sheet: &str, row: u32, cells: &[Cell]) -> rusqlite::Result<()> {
-    let columns: String = (0..cells.len())
-        .map(|i| format!(", {}", column_letter(i)))
-        .collect();
-    let marks: String = (0..cells.len()).map(|i| format!(", ?{}", i + 2)).collect();
-    let sql = format!(
-        "INSERT INTO {} (row{columns}) VALUES (?1{marks})",
-        table(sheet)
-    );
-    let row_value =
-        rusqlite::types::ToSqlOutput::Owned(rusqlite::types::Value::Integer(row.into()));
-    let values = std::iter::once(row_value).chain(cells.iter().map(Cell::to_sql));
-    conn.execute(&sql, params_from_iter(values)).map(|_| ())
-}
-
-/// Rows of `sheet` (all, or those in `rows`), each with the first `width` cells.
-fn select_rows(
-    conn: &Connection,
-    sheet: &str,
-    rows: Option<(u32, u32)>,
-    width: usize,
-) -> rusqlite::Result<Vec<SheetRow>> {
-    let columns: String = (0..width)
-        .map(|i| format!(", {}", column_letter(i)))
-        .collect();
-    let (lo, hi) = rows.unwrap_or((0, u32::MAX));
-    let sql = format!(
-        "SELECT row{columns} FROM {} WHERE row BETWEEN ?1 AND ?2 ORDER BY row",
-        table(sheet)
-    );
-    let mut stmt = conn.prepare(&sql)?;
-    let found = stmt.query_map([lo, hi], |r| {
-        let cells = (1..=width)
-            .map(|i| r.get_ref(i).map(Cell::from_sql))
-            .collect::<rusqlite::Result<Vec<Cell>>>()?;
-        Ok((r.get::<_, u32>(0)?, cells))
-    })?;
-    found.collect()
 }

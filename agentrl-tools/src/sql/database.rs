@@ -22,6 +22,10 @@ const READING_PRAGMAS: [&str; 6] = [
 
 /// SQLite virtual-machine steps between two checks of the time limit.
 const PROGRESS_STEPS: i32 = 1000;
+/// Longest string or blob a statement may make, in bytes.
+const MAX_VALUE_BYTES: i32 = 1 << 20;
+/// Pages a database may grow to (64 MiB at SQLite's default page size of 4 KiB).
+const MAX_PAGES: i64 = 16_384;
 
 /// Whether the agent may change the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +39,8 @@ pub enum SqlAccess {
 /// A private SQLite database owned by one session. A database built by
 /// [`SqlDatabase::build`] lives in its own temporary directory, removed when the value is
 /// dropped. `ATTACH`, `DETACH` and pragmas that change settings are always refused, so a
-/// statement can never reach another file or lift read-only mode.
+/// statement can never reach another file or lift read-only mode; values are limited to 1 MiB
+/// and the database to 64 MiB.
 #[derive(Debug)]
 pub struct SqlDatabase {
     conn: Mutex<Connection>,
@@ -116,8 +121,13 @@ impl SqlDatabase {
         access: SqlAccess,
         dir: Option<tempfile::TempDir>,
     ) -> Result<Self> {
+        let limit = |e: rusqlite::Error| fail("cannot limit", &e);
         conn.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)
-            .map_err(|e| fail("cannot limit", &e))?;
+            .map_err(limit)?;
+        conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+            .map_err(limit)?;
+        conn.pragma_update(None, "max_page_count", MAX_PAGES)
+            .map_err(limit)?;
         if access == SqlAccess::ReadOnly {
             conn.pragma_update(None, "query_only", true)
                 .map_err(|e| fail("cannot make read-only", &e))?;
