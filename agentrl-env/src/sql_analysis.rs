@@ -44,7 +44,7 @@ impl EnvFactory for SqlAnalysis {
     }
 
     fn description(&self) -> &str {
-        "answer a data-analysis question about a generated SQLite database with a read-only sql tool"
+        "answer a data question about a generated SQLite database with a read-only sql tool"
     }
 
     fn task(&self, split: Split, index: u64) -> Task {

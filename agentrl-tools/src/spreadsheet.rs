@@ -72,7 +72,7 @@ impl Tool for Spreadsheet {
                 "type": "object",
                 "properties": {
                     "op": {"type": "string", "enum": OPS},
-                    "sheet": {"type": "string", "description": "Sheet name (optional with one sheet)."},
+                    "sheet": {"type": "string", "description": "Sheet name (may be left out with one sheet)."},
                     "range": {"type": "string", "description": "A1-style range, e.g. \"B2:D5\" or \"C4\"."},
                     "cell": {"type": "string", "description": "One cell, e.g. \"C4\"."},
                     "column": {"type": "string", "description": "Column letter or row-1 header."},

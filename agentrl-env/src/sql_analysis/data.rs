@@ -31,9 +31,12 @@ const PRODUCTS: [(&str, &str); 14] = [
 ];
 
 /// The schema shown to the agent (and used to create the tables).
-pub const SCHEMA: &str = "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT, joined INTEGER);\n\
-CREATE TABLE products (id INTEGER PRIMARY KEY, name TEXT, category TEXT, price INTEGER);\n\
-CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customers(id), product_id INTEGER REFERENCES products(id), quantity INTEGER, month INTEGER);";
+pub const SCHEMA: &str = concat!(
+    "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT, city TEXT, joined INTEGER);\n",
+    "CREATE TABLE products (id INTEGER PRIMARY KEY, name TEXT, category TEXT, price INTEGER);\n",
+    "CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER REFERENCES customers(id), ",
+    "product_id INTEGER REFERENCES products(id), quantity INTEGER, month INTEGER);"
+);
 
 /// A customer row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
