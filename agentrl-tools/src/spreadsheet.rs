@@ -161,7 +161,8 @@ fn run_op(book: &Workbook, args: &Value) -> Result<String, ToolError> {
             if rows.is_empty() {
                 return Ok(format!("no rows {what}"));
             }
-            let mut lines = vec![format!("{} rows {what}:", rows.len())];
+            let plural = if rows.len() == 1 { "" } else { "s" };
+            let mut lines = vec![format!("{} row{plural} {what}:", rows.len())];
             for (r, cells) in rows.iter().take(MAX_LOOKUP_ROWS) {
                 let shown: Vec<String> = cells
                     .iter()

@@ -97,7 +97,7 @@ async fn looks_up_by_letter_or_header() {
     )
     .await;
     assert!(
-        text.starts_with("1 rows") && text.contains("row 3 |"),
+        text.starts_with("1 row in stock where A") && text.contains("row 3 |"),
         "{text}"
     );
     // Numbers match numerically, also when given as text.

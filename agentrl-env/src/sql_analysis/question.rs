@@ -256,7 +256,7 @@ fn unique_max(values: BTreeMap<String, i64>, candidates: Vec<String>) -> Option<
 /// other candidate.
 pub fn check(truth: &Truth, text: &str) -> bool {
     match truth {
-        Truth::Number(expected) => last_number(text)
+        Truth::Number(expected) => last_number(&without_thousands_commas(text))
             .and_then(|n| n.parse::<f64>().ok())
             .is_some_and(|n| (n - expected).abs() <= TOLERANCE),
         Truth::Name { name, candidates } => {
@@ -271,6 +271,25 @@ pub fn check(truth: &Truth, text: &str) -> bool {
     }
 }
 
+/// `text` with commas that separate groups of three digits removed (`1,234.5` -> `1234.5`).
+fn without_thousands_commas(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let digit = |i: usize| chars.get(i).is_some_and(char::is_ascii_digit);
+    chars
+        .iter()
+        .enumerate()
+        .filter(|&(i, c)| {
+            let grouping = *c == ','
+                && i > 0
+                && digit(i - 1)
+                && (1..=3).all(|k| digit(i + k))
+                && !digit(i + 4);
+            !grouping
+        })
+        .map(|(_, c)| *c)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,6 +301,10 @@ mod tests {
         assert!(!check(&Truth::Number(23.665), "23.68"));
         assert!(check(&Truth::Number(42.0), "The answer is 42."));
         assert!(!check(&Truth::Number(42.0), "42 or 43"));
+        assert!(check(&Truth::Number(1234.0), "1,234"));
+        assert!(check(&Truth::Number(1234567.0), "It is 1,234,567."));
+        assert!(!check(&Truth::Number(1234.0), "1,2345"));
+        assert!(check(&Truth::Number(5.0), "3, 4, 5"));
         let truth = Truth::Name {
             name: "Oslo".into(),
             candidates: vec!["Oslo".into(), "Cork".into()],
