@@ -11,6 +11,8 @@
 //! - [`math_reasoning`] (`math-reasoning`): multi-step word problems, answered without tools.
 //! - [`maze`] (`maze`): walk a text grid to the goal with a `move` tool.
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
+//! - [`sql_analysis`] (`sql-analysis`): answer a data question with a read-only `sql` tool.
+//! - [`spreadsheet_ops`] (`spreadsheet-ops`): look up and update a sheet with a `spreadsheet` tool.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer; [`EnvMix`] mixes several envs by
 //! weight for multi-task runs.
@@ -40,6 +42,8 @@ pub mod protocol;
 pub mod registry;
 pub mod self_correct;
 mod session;
+pub mod spreadsheet_ops;
+pub mod sql_analysis;
 pub mod text_adventure;
 pub mod wrappers;
 
@@ -49,5 +53,7 @@ pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use mix::EnvMix;
 pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
 pub use self_correct::SelfCorrect;
+pub use spreadsheet_ops::{SpreadsheetExpert, SpreadsheetOps, SpreadsheetOpsEnv};
+pub use sql_analysis::{SqlAnalysis, SqlAnalysisEnv, SqlExpert};
 pub use text_adventure::{AdventureExpert, TextAdventure, TextAdventureEnv};
 pub use wrappers::TurnLimit;

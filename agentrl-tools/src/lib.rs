@@ -21,7 +21,8 @@
 //!
 //! Beyond the calculator: [`files`] (`read_file`, `write_file`, `list_dir`, confined to the
 //! session workspace), [`exec`] (`shell` and `python`, run in the bubblewrap [`sandbox`]) and
-//! [`standard_toolbox`] with all of them.
+//! [`standard_toolbox`] with all of them; [`sql`] (a session's SQLite database) and
+//! [`spreadsheet`] (named sheets backed by SQLite tables).
 
 #![warn(missing_docs)]
 
@@ -29,6 +30,8 @@ pub mod calculator;
 pub mod exec;
 pub mod files;
 pub mod sandbox;
+pub mod spreadsheet;
+pub mod sql;
 pub mod standard;
 pub mod toolbox;
 
@@ -36,5 +39,7 @@ pub use calculator::{CalcError, Calculator, Number, evaluate};
 pub use exec::{Python, Shell};
 pub use files::{FileLimits, ListDir, ReadFile, WriteFile};
 pub use sandbox::{Sandbox, SandboxConfig, SandboxError, SandboxLimits};
+pub use spreadsheet::{Cell, Spreadsheet, Workbook};
+pub use sql::{Sql, SqlAccess, SqlDatabase, SqlLimits};
 pub use standard::standard_toolbox;
 pub use toolbox::{ToolBox, ToolLimits, ToolOutcome};

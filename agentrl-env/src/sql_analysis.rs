@@ -1,0 +1,93 @@
+//! `sql-analysis`: answer a data-analysis question (filters, aggregations, joins) about a
+//! generated shop database, querying it with a read-only `sql` tool.
+
+mod data;
+mod env;
+mod question;
+mod task;
+
+use agentrl_core::{Env, Message, Role, Split, Task, ToolCall};
+use agentrl_tools::Sql;
+use serde_json::json;
+
+pub use data::{Customer, Order, Product, SCHEMA, Shop};
+pub use env::SqlAnalysisEnv;
+pub use question::{Question, TOLERANCE, Truth, check};
+pub use task::SqlTask;
+
+use crate::registry::{EnvFactory, Solver};
+use crate::wrappers::TurnLimit;
+
+/// Registry id of the env.
+pub const SQL_ANALYSIS_ID: &str = "sql-analysis";
+
+/// Steps allowed per episode: a few queries, then the answer.
+pub const SQL_ANALYSIS_MAX_TURNS: usize = 6;
+
+/// The `sql-analysis` factory; `seed` selects the task set (default `0`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SqlAnalysis {
+    /// Seed of the task generator.
+    pub seed: u64,
+}
+
+impl SqlAnalysis {
+    /// The factory for the task set of `seed`.
+    pub fn new(seed: u64) -> Self {
+        SqlAnalysis { seed }
+    }
+}
+
+impl EnvFactory for SqlAnalysis {
+    fn id(&self) -> &str {
+        SQL_ANALYSIS_ID
+    }
+
+    fn description(&self) -> &str {
+        "answer a data question about a generated SQLite database with a read-only sql tool"
+    }
+
+    fn task(&self, split: Split, index: u64) -> Task {
+        SqlTask::generate(self.seed, split, index).to_task(split, index)
+    }
+
+    fn make(&self) -> Box<dyn Env> {
+        Box::new(TurnLimit::new(
+            SqlAnalysisEnv::default(),
+            SQL_ANALYSIS_MAX_TURNS,
+        ))
+    }
+
+    fn max_turns(&self) -> usize {
+        SQL_ANALYSIS_MAX_TURNS
+    }
+
+    /// The expert is deterministic, so `seed` is not used.
+    fn solver(&self, _seed: u64) -> Box<dyn Solver> {
+        Box::new(SqlExpert)
+    }
+}
+
+/// The reference solver: runs the question's reference SQL with the `sql` tool, then answers
+/// with the value in the first row of the result.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SqlExpert;
+
+impl Solver for SqlExpert {
+    fn act(&mut self, task: &Task, history: &[Message]) -> Message {
+        let sql_task = match SqlTask::from_task(task) {
+            Ok(t) => t,
+            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
+        };
+        let Some(result) = history.iter().rev().find(|m| m.role == Role::Tool) else {
+            let query = sql_task.question.reference_sql();
+            let call = ToolCall::new("call_0", Sql::NAME, &json!({ "query": query }));
+            return Message::assistant_tool_calls(None, vec![call]);
+        };
+        // The result is a header line, then the one-value row.
+        match result.text().lines().nth(1) {
+            Some(value) if !result.text().starts_with("error") => Message::assistant(value.trim()),
+            _ => Message::assistant(format!("The query failed: {}", result.text())),
+        }
+    }
+}

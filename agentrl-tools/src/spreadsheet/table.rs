@@ -1,0 +1,76 @@
+//! The SQLite side of one sheet: its table `sheet_NAME (row INTEGER PRIMARY KEY, A, ..., Z)`,
+//! name checks, and inserting and selecting rows.
+
+use rusqlite::types::{ToSqlOutput, Value};
+use rusqlite::{Connection, params_from_iter};
+
+use super::address::column_letter;
+use super::cell::Cell;
+use super::workbook::SheetRow;
+
+/// Longest sheet name.
+const MAX_NAME_CHARS: usize = 32;
+
+/// The quoted table of sheet `name` (names are checked to be plain words).
+pub(crate) fn table(name: &str) -> String {
+    format!("\"sheet_{name}\"")
+}
+
+/// Fails unless `name` is 1 to 32 letters, digits or `_`.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "bad sheet name {name:?}: use 1 to {MAX_NAME_CHARS} letters, digits or _"
+        ))
+    }
+}
+
+/// Inserts row `row` with `cells` from column A.
+pub(crate) fn insert_row(
+    conn: &Connection,
+    sheet: &str,
+    row: u32,
+    cells: &[Cell],
+) -> rusqlite::Result<()> {
+    let columns: String = (0..cells.len())
+        .map(|i| format!(", {}", column_letter(i)))
+        .collect();
+    let marks: String = (0..cells.len()).map(|i| format!(", ?{}", i + 2)).collect();
+    let sql = format!(
+        "INSERT INTO {} (row{columns}) VALUES (?1{marks})",
+        table(sheet)
+    );
+    let row_value = ToSqlOutput::Owned(Value::Integer(row.into()));
+    let values = std::iter::once(row_value).chain(cells.iter().map(Cell::to_sql));
+    conn.execute(&sql, params_from_iter(values)).map(|_| ())
+}
+
+/// Rows of `sheet` (all, or those in `rows`), each with the first `width` cells.
+pub(crate) fn select_rows(
+    conn: &Connection,
+    sheet: &str,
+    rows: Option<(u32, u32)>,
+    width: usize,
+) -> rusqlite::Result<Vec<SheetRow>> {
+    let columns: String = (0..width)
+        .map(|i| format!(", {}", column_letter(i)))
+        .collect();
+    let (lo, hi) = rows.unwrap_or((0, u32::MAX));
+    let sql = format!(
+        "SELECT row{columns} FROM {} WHERE row BETWEEN ?1 AND ?2 ORDER BY row",
+        table(sheet)
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let found = stmt.query_map([lo, hi], |r| {
+        let cells = (1..=width)
+            .map(|i| r.get_ref(i).map(Cell::from_sql))
+            .collect::<rusqlite::Result<Vec<Cell>>>()?;
+        Ok((r.get::<_, u32>(0)?, cells))
+    })?;
+    found.collect()
+}
