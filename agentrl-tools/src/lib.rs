@@ -20,8 +20,9 @@
 //! ```
 //!
 //! Beyond the calculator: [`files`] (`read_file`, `write_file`, `list_dir`, confined to the
-//! session workspace), [`exec`] (`shell` and `python`, run in the bubblewrap [`sandbox`]) and
-//! [`standard_toolbox`] with all of them.
+//! session workspace), [`exec`] (`shell` and `python`, run in the bubblewrap [`sandbox`]),
+//! [`search`] (BM25 full-text search over a document collection) and [`standard_toolbox`]
+//! with the calculator, file and exec tools.
 
 #![warn(missing_docs)]
 
@@ -29,6 +30,7 @@ pub mod calculator;
 pub mod exec;
 pub mod files;
 pub mod sandbox;
+pub mod search;
 pub mod standard;
 pub mod toolbox;
 
@@ -36,5 +38,6 @@ pub use calculator::{CalcError, Calculator, Number, evaluate};
 pub use exec::{Python, Shell};
 pub use files::{FileLimits, ListDir, ReadFile, WriteFile};
 pub use sandbox::{Sandbox, SandboxConfig, SandboxError, SandboxLimits};
+pub use search::{Search, SearchDocument, SearchError, SearchHit, SearchIndex, SearchLimits};
 pub use standard::standard_toolbox;
 pub use toolbox::{ToolBox, ToolLimits, ToolOutcome};
