@@ -40,11 +40,13 @@ impl Default for KnowledgeSearch {
 }
 
 impl KnowledgeSearch {
-    /// The factory for the world of `seed`.
+    /// The factory for the world of `seed`; builds the shared search index now (blocking,
+    /// once per seed and process) so that no session has to. A failed build is reported by
+    /// each session's `reset`.
     pub fn new(seed: u64) -> Self {
-        KnowledgeSearch {
-            corpus: shared_corpus(seed),
-        }
+        let corpus = shared_corpus(seed);
+        let _ = corpus.index();
+        KnowledgeSearch { corpus }
     }
 
     /// The shared corpus (world, articles and index).

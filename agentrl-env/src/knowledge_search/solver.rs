@@ -145,6 +145,61 @@ fn year_after(text: &str, pattern: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentrl_core::Split;
+
+    /// The search call of a solver message: its query and limit.
+    fn search_of(message: &Message) -> (String, u64) {
+        let args = message.tool_calls[0].function.parse_arguments().unwrap();
+        (
+            args["query"].as_str().unwrap().to_string(),
+            args["limit"].as_u64().unwrap(),
+        )
+    }
+
+    #[test]
+    fn broadens_the_query_then_gives_up() {
+        let question = Question {
+            question: "In which town is the company founded by Velmora Dask based?".into(),
+            start: "Velmora Dask".into(),
+            relations: vec![Relation::Founded, Relation::BasedIn],
+            answer: "Tarnfield".into(),
+        };
+        let task = question.to_task(Split::Test, 0);
+        let mut history = vec![Message::user("question")];
+        let mut queries = Vec::new();
+        for _ in 0..TRIES_PER_HOP {
+            let action = KnowledgeExpert.act(&task, &history);
+            queries.push(search_of(&action));
+            history.push(action);
+            history.push(Message::tool("c", "no documents match `x`"));
+        }
+        assert_eq!(
+            queries,
+            [
+                ("\"Velmora Dask\" founded".to_string(), 3),
+                ("\"Velmora Dask\" founded".to_string(), 5),
+                ("\"Velmora Dask\"".to_string(), 5),
+            ]
+        );
+        let last = KnowledgeExpert.act(&task, &history);
+        assert!(last.tool_calls.is_empty() && last.text().contains("could not find"));
+
+        // A result that states the fact moves the solver to the next hop.
+        let mut history = vec![Message::user("question")];
+        history.push(KnowledgeExpert.act(&task, &history));
+        history.push(Message::tool("c", RESULTS));
+        let next = KnowledgeExpert.act(&task, &history);
+        assert_eq!(
+            search_of(&next),
+            ("\"Quillbrook Mills\" based".to_string(), 3)
+        );
+        history.push(next);
+        history.push(Message::tool(
+            "c",
+            "1. Quillbrook Mills [d]\n   Quillbrook Mills is based in Ebbenholt.",
+        ));
+        assert_eq!(KnowledgeExpert.act(&task, &history).text(), "Ebbenholt");
+    }
 
     const RESULTS: &str = "2 results for `x`:\n1. Velmora Dask [doc-0001]\n   Velmora Dask \
         was born in Tarnfield in 1841. Velmora Dask worked as a weaver. Velmora Dask founded \

@@ -10,7 +10,7 @@ use super::corpus::Corpus;
 use super::world::World;
 use crate::session::split_of_text;
 
-/// A fact linking an entity to another entity or a year.
+/// A fact linking an entity to another entity or to a value (a year, a river).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Relation {
