@@ -239,3 +239,29 @@ async fn wandering_is_truncated_by_the_turn_limit() {
     let last = last.unwrap();
     assert!(last.truncated && last.done(), "{last:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn episodes_through_the_http_protocol_match_local_ones() {
+    use agentrl_env::protocol::{RemoteEnvFactory, ServerConfig, serve};
+
+    let addr = "127.0.0.1:0".parse().unwrap();
+    let (addr, handle) = serve(addr, vec![lookup(ID).unwrap()], ServerConfig::default())
+        .await
+        .unwrap();
+    let remote = RemoteEnvFactory::connect(&format!("http://{addr}"), ID, &Default::default())
+        .await
+        .unwrap();
+    let local = lookup(ID).unwrap();
+    for index in 0..10 {
+        let task = local.task(Split::Test, index);
+        let over_http = run_solver_episode(&remote, &mut *remote.solver(0), &task)
+            .await
+            .unwrap();
+        let here = run_solver_episode(&*local, &mut *local.solver(0), &task)
+            .await
+            .unwrap();
+        assert_eq!(over_http, here);
+        assert!(over_http.success, "{over_http:?}");
+    }
+    handle.shutdown().await.unwrap();
+}
