@@ -3,6 +3,7 @@
 //! would (it never looks at the expected answer).
 
 use agentrl_core::{Message, Role, Task, ToolCall};
+use agentrl_tools::Search;
 use serde_json::json;
 
 use super::task::{Question, Relation};
@@ -41,7 +42,7 @@ impl Solver for KnowledgeExpert {
         let (query, limit) = query_for(relation, &subject, tries);
         let call = ToolCall::new(
             format!("call_{}", history.len()),
-            "search",
+            Search::NAME,
             &json!({ "query": query, "limit": limit }),
         );
         Message::assistant_tool_calls(None, vec![call])
