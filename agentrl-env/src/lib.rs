@@ -8,6 +8,8 @@
 //!
 //! The envs:
 //! - [`arith_calc`] (`arith-calc`): compute a short integer expression with a calculator tool.
+//! - [`knowledge_search`] (`knowledge-search`): answer one- and two-hop questions about a
+//!   generated world by searching its articles with a BM25 `search` tool.
 //! - [`math_reasoning`] (`math-reasoning`): multi-step word problems, answered without tools.
 //! - [`maze`] (`maze`): walk a text grid to the goal with a `move` tool.
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
@@ -35,6 +37,7 @@
 
 pub mod answer;
 pub mod arith_calc;
+pub mod knowledge_search;
 pub mod math_reasoning;
 pub mod maze;
 pub mod mix;
@@ -48,6 +51,7 @@ pub mod text_adventure;
 pub mod wrappers;
 
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
+pub use knowledge_search::{KnowledgeExpert, KnowledgeSearch, KnowledgeSearchEnv};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
 pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use mix::EnvMix;

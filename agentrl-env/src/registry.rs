@@ -6,6 +6,7 @@ use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
+use crate::knowledge_search::{KNOWLEDGE_SEARCH_ID, KnowledgeSearch};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
 use crate::spreadsheet_ops::{SPREADSHEET_OPS_ID, SpreadsheetOps};
@@ -61,6 +62,7 @@ pub fn env_ids() -> Vec<&'static str> {
         TEXT_ADVENTURE_ID,
         SQL_ANALYSIS_ID,
         SPREADSHEET_OPS_ID,
+        KNOWLEDGE_SEARCH_ID,
     ]
 }
 
@@ -74,6 +76,7 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         TEXT_ADVENTURE_ID => Ok(Arc::new(TextAdventure::default())),
         SQL_ANALYSIS_ID => Ok(Arc::new(SqlAnalysis::default())),
         SPREADSHEET_OPS_ID => Ok(Arc::new(SpreadsheetOps::default())),
+        KNOWLEDGE_SEARCH_ID => Ok(Arc::new(KnowledgeSearch::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")

@@ -21,8 +21,9 @@
 //!
 //! Beyond the calculator: [`files`] (`read_file`, `write_file`, `list_dir`, confined to the
 //! session workspace), [`exec`] (`shell` and `python`, run in the bubblewrap [`sandbox`]) and
-//! [`standard_toolbox`] with all of them; [`sql`] (a session's SQLite database) and
-//! [`spreadsheet`] (named sheets backed by SQLite tables).
+//! [`standard_toolbox`] with the calculator, file and exec tools; [`sql`] (a session's SQLite
+//! database), [`spreadsheet`] (named sheets backed by SQLite tables) and [`search`] (BM25
+//! full-text search over a document collection).
 
 #![warn(missing_docs)]
 
@@ -32,6 +33,7 @@ pub mod files;
 pub mod sandbox;
 pub mod spreadsheet;
 pub mod sql;
+pub mod search;
 pub mod standard;
 pub mod toolbox;
 
@@ -41,5 +43,6 @@ pub use files::{FileLimits, ListDir, ReadFile, WriteFile};
 pub use sandbox::{Sandbox, SandboxConfig, SandboxError, SandboxLimits};
 pub use spreadsheet::{Cell, Spreadsheet, Workbook};
 pub use sql::{Sql, SqlAccess, SqlDatabase, SqlLimits};
+pub use search::{Search, SearchDocument, SearchError, SearchHit, SearchIndex, SearchLimits};
 pub use standard::standard_toolbox;
 pub use toolbox::{ToolBox, ToolLimits, ToolOutcome};
