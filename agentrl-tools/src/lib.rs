@@ -21,20 +21,27 @@
 //!
 //! Beyond the calculator: [`files`] (`read_file`, `write_file`, `list_dir`, confined to the
 //! session workspace), [`exec`] (`shell` and `python`, run in the bubblewrap [`sandbox`]) and
-//! [`standard_toolbox`] with all of them.
+//! [`standard_toolbox`] with all of them. [`http`] and [`browser`] reach web services on an
+//! allowlist of base URLs.
 
 #![warn(missing_docs)]
 
+pub mod browser;
 pub mod calculator;
 pub mod exec;
 pub mod files;
+pub mod http;
 pub mod sandbox;
 pub mod standard;
 pub mod toolbox;
+pub mod web;
 
+pub use browser::Browser;
 pub use calculator::{CalcError, Calculator, Number, evaluate};
 pub use exec::{Python, Shell};
 pub use files::{FileLimits, ListDir, ReadFile, WriteFile};
+pub use http::HttpTool;
 pub use sandbox::{Sandbox, SandboxConfig, SandboxError, SandboxLimits};
 pub use standard::standard_toolbox;
 pub use toolbox::{ToolBox, ToolLimits, ToolOutcome};
+pub use web::{UrlAllowlist, WebLimits};
