@@ -11,6 +11,7 @@
 //! - [`math_reasoning`] (`math-reasoning`): multi-step word problems, answered without tools.
 //! - [`maze`] (`maze`): walk a text grid to the goal with a `move` tool.
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
+//! - [`api_booking`] (`api-booking`): book and confirm a meeting room through a local REST API.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer.
 //!
@@ -31,7 +32,9 @@
 #![warn(missing_docs)]
 
 pub mod answer;
+pub mod api_booking;
 pub mod arith_calc;
+mod local_server;
 pub mod math_reasoning;
 pub mod maze;
 pub mod protocol;
@@ -39,8 +42,10 @@ pub mod registry;
 pub mod self_correct;
 mod session;
 pub mod text_adventure;
+mod transcript;
 pub mod wrappers;
 
+pub use api_booking::{ApiBooking, ApiBookingEnv, BookingExpert};
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
 pub use maze::{Maze, MazeEnv, MazeExpert};

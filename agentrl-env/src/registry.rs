@@ -5,6 +5,7 @@ use std::sync::Arc;
 use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::api_booking::{API_BOOKING_ID, ApiBooking};
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
@@ -46,7 +47,13 @@ pub trait EnvFactory: Send + Sync {
 
 /// Ids of all registered envs.
 pub fn env_ids() -> Vec<&'static str> {
-    vec![ARITH_CALC_ID, MATH_REASONING_ID, MAZE_ID, TEXT_ADVENTURE_ID]
+    vec![
+        ARITH_CALC_ID,
+        MATH_REASONING_ID,
+        MAZE_ID,
+        TEXT_ADVENTURE_ID,
+        API_BOOKING_ID,
+    ]
 }
 
 /// The factory registered under `id` (with its default settings); an unknown id is an
@@ -57,6 +64,7 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         MATH_REASONING_ID => Ok(Arc::new(MathReasoning::default())),
         MAZE_ID => Ok(Arc::new(Maze::default())),
         TEXT_ADVENTURE_ID => Ok(Arc::new(TextAdventure::default())),
+        API_BOOKING_ID => Ok(Arc::new(ApiBooking::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")
