@@ -12,6 +12,8 @@
 //! - [`maze`] (`maze`): walk a text grid to the goal with a `move` tool.
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
 //! - [`api_booking`] (`api-booking`): book and confirm a meeting room through a local REST API.
+//! - [`web_shop`] (`web-shop`): find and buy a described product on a local shop site with a
+//!   text browser.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer.
 //!
@@ -43,6 +45,7 @@ pub mod self_correct;
 mod session;
 pub mod text_adventure;
 mod transcript;
+pub mod web_shop;
 pub mod wrappers;
 
 pub use api_booking::{ApiBooking, ApiBookingEnv, BookingExpert};
@@ -52,4 +55,5 @@ pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
 pub use self_correct::SelfCorrect;
 pub use text_adventure::{AdventureExpert, TextAdventure, TextAdventureEnv};
+pub use web_shop::{ShopExpert, WebShop, WebShopEnv};
 pub use wrappers::TurnLimit;

@@ -1,9 +1,11 @@
 //! A small HTTP service an env session runs on 127.0.0.1 (port 0): started on the current
-//! tokio runtime, shut down gracefully when dropped.
+//! tokio runtime, shut down gracefully when dropped; and [`Served`], such a service with the
+//! tool box whose tools may reach it.
 
 use std::net::SocketAddr;
 
-use agentrl_core::{Error, Result};
+use agentrl_core::{Error, Result, Tool};
+use agentrl_tools::{ToolBox, ToolLimits, UrlAllowlist};
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -61,5 +63,37 @@ impl Drop for LocalServer {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
+    }
+}
+
+/// A running service and the tool box allowed to reach it.
+pub(crate) struct Served {
+    /// The service.
+    pub server: LocalServer,
+    /// Tools whose allowlist is the service's base URL plus a path.
+    pub tools: ToolBox,
+}
+
+impl Served {
+    /// `slot`'s service, started from `router` unless it still runs, with a tool box holding
+    /// `tool(allowlist of BASE + path)`.
+    pub(crate) async fn ensure<'a, T: Tool + 'static>(
+        slot: &'a mut Option<Served>,
+        env_id: &str,
+        router: impl FnOnce() -> Router,
+        path: &str,
+        tool: impl FnOnce(UrlAllowlist) -> T,
+    ) -> Result<&'a Served> {
+        if !slot.as_ref().is_some_and(|s| s.server.is_running()) {
+            let server = LocalServer::start(router(), env_id).await?;
+            let allow = UrlAllowlist::new([format!("{}{path}", server.base_url())])
+                .map_err(|e| Error::env(env_id, e))?;
+            let tools = ToolBox::new(ToolLimits::default())
+                .with(tool(allow))
+                .map_err(|e| Error::env(env_id, format!("cannot set up the tool: {e}")))?;
+            *slot = Some(Served { server, tools });
+        }
+        slot.as_ref()
+            .ok_or_else(|| Error::env(env_id, "the local service did not start"))
     }
 }

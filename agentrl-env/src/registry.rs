@@ -10,6 +10,7 @@ use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
+use crate::web_shop::{WEB_SHOP_ID, WebShop};
 
 /// A scripted agent (reference solver or demonstrator): given the conversation so far, it
 /// writes the next assistant message.
@@ -53,6 +54,7 @@ pub fn env_ids() -> Vec<&'static str> {
         MAZE_ID,
         TEXT_ADVENTURE_ID,
         API_BOOKING_ID,
+        WEB_SHOP_ID,
     ]
 }
 
@@ -65,6 +67,7 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         MAZE_ID => Ok(Arc::new(Maze::default())),
         TEXT_ADVENTURE_ID => Ok(Arc::new(TextAdventure::default())),
         API_BOOKING_ID => Ok(Arc::new(ApiBooking::default())),
+        WEB_SHOP_ID => Ok(Arc::new(WebShop::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")

@@ -3,14 +3,14 @@
 //! the service's `/api/`. A text reply without tool calls ends the episode and is checked.
 
 use agentrl_core::{Env, Error, Message, Observation, Result, Step, Task};
-use agentrl_tools::{HttpTool, ToolBox, ToolLimits, UrlAllowlist, WebLimits};
+use agentrl_tools::{HttpTool, WebLimits};
 use async_trait::async_trait;
 
 use super::API_BOOKING_ID;
-use super::service::{Desk, Shared, Status, lock, router};
+use super::service::{Booking, Desk, Shared, Status, lock, router};
 use super::task::world_of;
 use super::world::World;
-use crate::local_server::LocalServer;
+use crate::local_server::Served;
 use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
 
 /// What to do instead of a malformed action.
@@ -28,7 +28,9 @@ pub fn check(desk: &Desk) -> bool {
         .iter()
         .filter(|b| b.status == Status::Confirmed)
         .collect();
-    matches!(confirmed.as_slice(), [b] if b.room == room.id && b.day == r.day && b.hour == r.hour && b.guest == r.guest)
+    let right =
+        |b: &Booking| b.room == room.id && b.day == r.day && b.hour == r.hour && b.guest == r.guest;
+    matches!(confirmed.as_slice(), [b] if right(b))
 }
 
 /// The task statement for `world` with the service at `api` (ending in `/api`).
@@ -40,23 +42,17 @@ fn statement(world: &World, api: &str) -> String {
          GET {api}/availability?day=DAY&hour=H -> free_rooms of that one-hour slot\n\
          POST {api}/bookings {{\"room_id\", \"day\", \"hour\", \"guest\"}} -> a held booking with its id\n\
          POST {api}/bookings/ID/confirm -> confirms a held booking; DELETE {api}/bookings/ID cancels one\n\
-         Request: {} needs a room for {} people with a {} on {} at {}:00. Book the cheapest room \
+         Request: {} needs a room for {} people with feature \"{}\" on {} at {}:00. Book the cheapest room \
          that fits and is free, for guest \"{}\", and confirm it. Reply with a short text (no tool \
          call) when done.",
         r.guest, r.people, r.feature, r.day, r.hour, r.guest
     )
 }
 
-/// The service and the tool box that can reach it.
-struct Running {
-    server: LocalServer,
-    tools: ToolBox,
-}
-
 /// One `api-booking` session, without turn limit (the factory adds it).
 pub struct ApiBookingEnv {
     shared: Shared,
-    running: Option<Running>,
+    running: Option<Served>,
     ctx: agentrl_core::ToolContext,
 }
 
@@ -85,21 +81,6 @@ impl ApiBookingEnv {
     pub fn desk(&self) -> Option<Desk> {
         lock(&self.shared).clone()
     }
-
-    /// Starts the service with its tool box unless it runs.
-    async fn ensure_running(&mut self) -> Result<()> {
-        if self.running.as_ref().is_some_and(|r| r.server.is_running()) {
-            return Ok(());
-        }
-        let server = LocalServer::start(router(self.shared.clone()), API_BOOKING_ID).await?;
-        let allow = UrlAllowlist::new([format!("{}/api/", server.base_url())])
-            .map_err(|e| Error::env(API_BOOKING_ID, e))?;
-        let tools = ToolBox::new(ToolLimits::default())
-            .with(HttpTool::new(allow, WebLimits::default()))
-            .map_err(|e| Error::env(API_BOOKING_ID, format!("cannot set up the http tool: {e}")))?;
-        self.running = Some(Running { server, tools });
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -110,11 +91,15 @@ impl Env for ApiBookingEnv {
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         let world = world_of(task)?;
-        self.ensure_running().await?;
-        let running = self
-            .running
-            .as_ref()
-            .ok_or_else(|| Error::env(API_BOOKING_ID, "the booking service did not start"))?;
+        let shared = self.shared.clone();
+        let running = Served::ensure(
+            &mut self.running,
+            API_BOOKING_ID,
+            || router(shared),
+            "/api/",
+            |allow| HttpTool::new(allow, WebLimits::default()),
+        )
+        .await?;
         let tools = running.tools.specs();
         let text = statement(&world, &format!("{}/api", running.server.base_url()));
         *lock(&self.shared) = Some(Desk::new(world));

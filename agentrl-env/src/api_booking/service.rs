@@ -230,9 +230,10 @@ async fn book(
         desk.bookings.push(booking.clone());
         (
             StatusCode::CREATED,
-            Json(
-                json!({ "booking": booking, "next": format!("confirm with POST /api/bookings/{}/confirm", booking.id) }),
-            ),
+            Json(json!({
+                "booking": booking,
+                "next": format!("confirm with POST /api/bookings/{}/confirm", booking.id)
+            })),
         )
     })
 }

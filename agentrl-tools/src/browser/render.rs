@@ -81,7 +81,7 @@ impl Renderer<'_> {
         }
         let block = BLOCKS.contains(&name);
         if block {
-            self.out.push('\n');
+            self.line_break();
         }
         match name {
             "a" => self.link(element),
@@ -108,6 +108,15 @@ impl Renderer<'_> {
             }
         }
         if block {
+            self.line_break();
+        }
+    }
+
+    /// Ends the current line, unless the output is at the start of a line.
+    fn line_break(&mut self) {
+        let kept = self.out.trim_end_matches([' ', '\t']).len();
+        self.out.truncate(kept);
+        if !self.out.is_empty() && !self.out.ends_with('\n') {
             self.out.push('\n');
         }
     }
