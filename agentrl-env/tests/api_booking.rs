@@ -353,3 +353,24 @@ async fn sessions_do_not_share_state_and_services_stop_when_dropped() {
         .unwrap();
     assert_eq!(listed["bookings"].as_array().unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_second_episode_in_a_session_starts_clean() {
+    let (mut env, task, api) = started(4).await;
+    let r = world_of(&task).unwrap().request;
+    let room = world_of(&task).unwrap().answer().unwrap().id.clone();
+    let body = json!({"room_id": room, "day": r.day, "hour": r.hour, "guest": r.guest});
+    send(
+        &mut env,
+        json!({"method": "POST", "url": format!("{api}/bookings"), "body": body}),
+    )
+    .await;
+    let factory = lookup("api-booking").unwrap();
+    let obs = env.reset(&factory.task(Split::Test, 5)).await.unwrap();
+    assert!(
+        obs.messages[0].text().contains(&api),
+        "the service is reused"
+    );
+    let out = send(&mut env, json!({"url": format!("{api}/bookings")})).await;
+    assert_eq!(out, "HTTP 200 OK\n{\"bookings\":[]}");
+}

@@ -214,3 +214,55 @@ async fn buying_a_wrong_option_ends_with_partial_reward() {
     assert_eq!(end.reward, expected);
     assert_eq!(end.info.success, Some(expected == 1.0));
 }
+
+#[tokio::test]
+async fn a_second_episode_in_a_session_starts_clean() {
+    let factory = lookup("web-shop").unwrap();
+    let mut env = factory.make();
+    let first = env.reset(&factory.task(Split::Test, 1)).await.unwrap();
+    let url = first.messages[0]
+        .text()
+        .split_once("Shop at ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    env.step(&browse(json!({"action": "open", "url": url})))
+        .await
+        .unwrap();
+    env.step(&browse(
+        json!({"action": "submit", "fields": {"q": "hoodie"}}),
+    ))
+    .await
+    .unwrap();
+    let task = factory.task(Split::Test, 2);
+    let second = env.reset(&task).await.unwrap();
+    assert!(
+        second.messages[0]
+            .text()
+            .contains(&format!("Shop at {url} ")),
+        "the site is reused"
+    );
+    assert_invalid(&env.step(&browse(json!({"action": "back"}))).await.unwrap());
+    assert_invalid(
+        &env.step(&browse(json!({"action": "click", "link": 1})))
+            .await
+            .unwrap(),
+    );
+    // The reference solver, replaying from the second episode's start, finishes it.
+    let mut solver = factory.solver(0);
+    let mut history = second.messages;
+    for _ in 0..factory.max_turns() {
+        let action = solver.act(&task, &history);
+        let step = env.step(&action).await.unwrap();
+        history.push(action);
+        history.extend(step.messages.iter().cloned());
+        if step.done() {
+            assert_eq!((step.info.success, step.reward), (Some(true), 1.0));
+            return;
+        }
+    }
+    panic!("the second episode did not end");
+}

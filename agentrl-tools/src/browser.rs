@@ -5,6 +5,8 @@
 mod page;
 mod render;
 
+use std::sync::Arc;
+
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
 use async_trait::async_trait;
 use reqwest::{Client, Url};
@@ -31,13 +33,14 @@ struct BrowserState {
     history: Vec<Page>,
 }
 
-/// The `browser` tool; one instance holds one session's page and history.
-#[derive(Debug)]
+/// The `browser` tool; one instance holds one session's page and history, and its clones
+/// share them (so an env can keep a handle to the browser it put in a tool box).
+#[derive(Debug, Clone)]
 pub struct Browser {
     allow: UrlAllowlist,
     limits: WebLimits,
     client: Result<Client, String>,
-    state: Mutex<BrowserState>,
+    state: Arc<Mutex<BrowserState>>,
 }
 
 /// A request the browser makes: a GET of a URL or a form submission.
@@ -58,7 +61,7 @@ impl Browser {
             allow,
             limits,
             client: web_client(),
-            state: Mutex::new(BrowserState::default()),
+            state: Arc::new(Mutex::new(BrowserState::default())),
         }
     }
 

@@ -233,8 +233,12 @@ async fn each_browser_keeps_its_own_history() {
             .contains("page A")
     );
     assert!(act(&two, json!({"action": "back"})).await.is_err());
-    one.clear().await;
-    assert!(one.current_url().await.is_none());
+    let handle = one.clone();
+    handle.clear().await;
+    assert!(
+        one.current_url().await.is_none(),
+        "clones share the session"
+    );
 }
 
 #[test]

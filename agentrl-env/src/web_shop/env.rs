@@ -1,6 +1,6 @@
-//! The `web-shop` session: it serves the shop site on 127.0.0.1 (a fresh site and browser at
-//! each reset; the site stops when replaced or when the session is dropped) and offers the
-//! `browser` tool, allowed only on that site. The episode ends when the agent buys; the reward
+//! The `web-shop` session: it serves the shop site on 127.0.0.1 (started at the first reset,
+//! stopped when the session is dropped) and offers the `browser` tool, allowed only on that
+//! site, with its history cleared at each reset. The episode ends when the agent buys; the reward
 //! is the purchase's WebShop score.
 
 use agentrl_core::{Env, Error, Message, Observation, Result, Step, Task};
@@ -30,6 +30,7 @@ pub fn reward(store: &Store) -> f64 {
 pub struct WebShopEnv {
     shared: Shared,
     running: Option<Served>,
+    browser: Option<Browser>,
     ctx: agentrl_core::ToolContext,
 }
 
@@ -40,11 +41,12 @@ impl Default for WebShopEnv {
 }
 
 impl WebShopEnv {
-    /// A session whose site starts at reset.
+    /// A session whose site starts at the first reset.
     pub fn new() -> Self {
         WebShopEnv {
             shared: Shared::default(),
             running: None,
+            browser: None,
             ctx: agentrl_core::ToolContext::default(),
         }
     }
@@ -59,16 +61,23 @@ impl Env for WebShopEnv {
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         let shop = shop_of(task)?;
         let shared = self.shared.clone();
-        // A fresh browser per episode: the old one's history belongs to the last episode.
-        self.running = None;
+        let handle = &mut self.browser;
         let running = Served::ensure(
             &mut self.running,
             WEB_SHOP_ID,
             || router(shared),
             "/",
-            |allow| Browser::new(allow, WebLimits::default()),
+            |allow| {
+                handle
+                    .insert(Browser::new(allow, WebLimits::default()))
+                    .clone()
+            },
         )
         .await?;
+        if let Some(browser) = &self.browser {
+            // The last episode's pages and history are not this one's.
+            browser.clear().await;
+        }
         let tools = running.tools.specs();
         let text = format!(
             "Shop at {}/ with the browser tool (open the URL, search, click results, choose \
