@@ -91,6 +91,7 @@ async fn urls_outside_the_allowlist_are_refused_before_any_request() {
         format!("{base}/secret"),
         format!("{base}/api/../secret"),
         format!("{base}/api/%2e%2e/secret"),
+        format!("{base}/api\\..\\secret"),
         format!("{base}/api/%2E%2e%2Fsecret"),
         format!("http://127.0.0.1:{port}@localhost:{port}/secret"),
         format!("http://user@127.0.0.1:{port}/api/hello"),
