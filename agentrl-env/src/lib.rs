@@ -15,6 +15,9 @@
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
 //! - [`sql_analysis`] (`sql-analysis`): answer a data question with a read-only `sql` tool.
 //! - [`spreadsheet_ops`] (`spreadsheet-ops`): look up and update a sheet with a `spreadsheet` tool.
+//! - [`api_booking`] (`api-booking`): book and confirm a meeting room through a local REST API.
+//! - [`web_shop`] (`web-shop`): find and buy a described product on a local shop site with a
+//!   text browser.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer; [`EnvMix`] mixes several envs by
 //! weight for multi-task runs.
@@ -36,8 +39,10 @@
 #![warn(missing_docs)]
 
 pub mod answer;
+pub mod api_booking;
 pub mod arith_calc;
 pub mod knowledge_search;
+mod local_server;
 pub mod math_reasoning;
 pub mod maze;
 pub mod mix;
@@ -48,8 +53,11 @@ mod session;
 pub mod spreadsheet_ops;
 pub mod sql_analysis;
 pub mod text_adventure;
+mod transcript;
+pub mod web_shop;
 pub mod wrappers;
 
+pub use api_booking::{ApiBooking, ApiBookingEnv, BookingExpert};
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
 pub use knowledge_search::{KnowledgeExpert, KnowledgeSearch, KnowledgeSearchEnv};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
@@ -60,4 +68,5 @@ pub use self_correct::SelfCorrect;
 pub use spreadsheet_ops::{SpreadsheetExpert, SpreadsheetOps, SpreadsheetOpsEnv};
 pub use sql_analysis::{SqlAnalysis, SqlAnalysisEnv, SqlExpert};
 pub use text_adventure::{AdventureExpert, TextAdventure, TextAdventureEnv};
+pub use web_shop::{ShopExpert, WebShop, WebShopEnv};
 pub use wrappers::TurnLimit;

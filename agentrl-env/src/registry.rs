@@ -5,6 +5,7 @@ use std::sync::Arc;
 use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::api_booking::{API_BOOKING_ID, ApiBooking};
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
 use crate::knowledge_search::{KNOWLEDGE_SEARCH_ID, KnowledgeSearch};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
@@ -12,6 +13,7 @@ use crate::maze::{MAZE_ID, Maze};
 use crate::spreadsheet_ops::{SPREADSHEET_OPS_ID, SpreadsheetOps};
 use crate::sql_analysis::{SQL_ANALYSIS_ID, SqlAnalysis};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
+use crate::web_shop::{WEB_SHOP_ID, WebShop};
 
 /// A scripted agent (reference solver or demonstrator): given the conversation so far, it
 /// writes the next assistant message.
@@ -63,6 +65,8 @@ pub fn env_ids() -> Vec<&'static str> {
         SQL_ANALYSIS_ID,
         SPREADSHEET_OPS_ID,
         KNOWLEDGE_SEARCH_ID,
+        API_BOOKING_ID,
+        WEB_SHOP_ID,
     ]
 }
 
@@ -77,6 +81,8 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         SQL_ANALYSIS_ID => Ok(Arc::new(SqlAnalysis::default())),
         SPREADSHEET_OPS_ID => Ok(Arc::new(SpreadsheetOps::default())),
         KNOWLEDGE_SEARCH_ID => Ok(Arc::new(KnowledgeSearch::default())),
+        API_BOOKING_ID => Ok(Arc::new(ApiBooking::default())),
+        WEB_SHOP_ID => Ok(Arc::new(WebShop::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")

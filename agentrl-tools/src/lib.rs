@@ -22,27 +22,34 @@
 //! Beyond the calculator: [`files`] (`read_file`, `write_file`, `list_dir`, confined to the
 //! session workspace), [`exec`] (`shell` and `python`, run in the bubblewrap [`sandbox`]) and
 //! [`standard_toolbox`] with the calculator, file and exec tools; [`sql`] (a session's SQLite
-//! database), [`spreadsheet`] (named sheets backed by SQLite tables) and [`search`] (BM25
-//! full-text search over a document collection).
+//! database), [`spreadsheet`] (named sheets backed by SQLite tables), [`search`] (BM25
+//! full-text search over a document collection), and [`http`] and [`browser`], which reach
+//! web services on an allowlist of base URLs.
 
 #![warn(missing_docs)]
 
+pub mod browser;
 pub mod calculator;
 pub mod exec;
 pub mod files;
+pub mod http;
 pub mod sandbox;
 pub mod spreadsheet;
 pub mod sql;
 pub mod search;
 pub mod standard;
 pub mod toolbox;
+pub mod web;
 
+pub use browser::Browser;
 pub use calculator::{CalcError, Calculator, Number, evaluate};
 pub use exec::{Python, Shell};
 pub use files::{FileLimits, ListDir, ReadFile, WriteFile};
+pub use http::HttpTool;
 pub use sandbox::{Sandbox, SandboxConfig, SandboxError, SandboxLimits};
 pub use spreadsheet::{Cell, Spreadsheet, Workbook};
 pub use sql::{Sql, SqlAccess, SqlDatabase, SqlLimits};
 pub use search::{Search, SearchDocument, SearchError, SearchHit, SearchIndex, SearchLimits};
 pub use standard::standard_toolbox;
 pub use toolbox::{ToolBox, ToolLimits, ToolOutcome};
+pub use web::{UrlAllowlist, WebLimits};
