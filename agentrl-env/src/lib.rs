@@ -11,6 +11,7 @@
 //! - [`math_reasoning`] (`math-reasoning`): multi-step word problems, answered without tools.
 //! - [`maze`] (`maze`): walk a text grid to the goal with a `move` tool.
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
+//! - [`os_shell`] (`os-shell`): questions and chores on a generated file tree, sandboxed shell.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer.
 //!
@@ -34,16 +35,19 @@ pub mod answer;
 pub mod arith_calc;
 pub mod math_reasoning;
 pub mod maze;
+pub mod os_shell;
 pub mod protocol;
 pub mod registry;
 pub mod self_correct;
 mod session;
 pub mod text_adventure;
+mod workspace;
 pub mod wrappers;
 
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
 pub use maze::{Maze, MazeEnv, MazeExpert};
+pub use os_shell::{OsShell, OsShellEnv, ShellExpert};
 pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
 pub use self_correct::SelfCorrect;
 pub use text_adventure::{AdventureExpert, TextAdventure, TextAdventureEnv};

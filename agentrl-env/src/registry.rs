@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
+use crate::os_shell::{OS_SHELL_ID, OsShell};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
 
 /// A scripted agent (reference solver or demonstrator): given the conversation so far, it
@@ -46,7 +47,13 @@ pub trait EnvFactory: Send + Sync {
 
 /// Ids of all registered envs.
 pub fn env_ids() -> Vec<&'static str> {
-    vec![ARITH_CALC_ID, MATH_REASONING_ID, MAZE_ID, TEXT_ADVENTURE_ID]
+    vec![
+        ARITH_CALC_ID,
+        MATH_REASONING_ID,
+        MAZE_ID,
+        TEXT_ADVENTURE_ID,
+        OS_SHELL_ID,
+    ]
 }
 
 /// The factory registered under `id` (with its default settings); an unknown id is an
@@ -57,6 +64,7 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         MATH_REASONING_ID => Ok(Arc::new(MathReasoning::default())),
         MAZE_ID => Ok(Arc::new(Maze::default())),
         TEXT_ADVENTURE_ID => Ok(Arc::new(TextAdventure::default())),
+        OS_SHELL_ID => Ok(Arc::new(OsShell::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")
