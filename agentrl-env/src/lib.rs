@@ -12,6 +12,7 @@
 //! - [`maze`] (`maze`): walk a text grid to the goal with a `move` tool.
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
 //! - [`os_shell`] (`os-shell`): questions and chores on a generated file tree, sandboxed shell.
+//! - [`code_fix`] (`code-fix`): fix planted bugs in a Python module until its tests pass.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer.
 //!
@@ -33,6 +34,7 @@
 
 pub mod answer;
 pub mod arith_calc;
+pub mod code_fix;
 pub mod math_reasoning;
 pub mod maze;
 pub mod os_shell;
@@ -45,6 +47,7 @@ mod workspace;
 pub mod wrappers;
 
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
+pub use code_fix::{CodeFix, CodeFixEnv, CodeFixExpert};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
 pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use os_shell::{OsShell, OsShellEnv, ShellExpert};

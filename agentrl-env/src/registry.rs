@@ -6,6 +6,7 @@ use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
+use crate::code_fix::{CODE_FIX_ID, CodeFix};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
 use crate::os_shell::{OS_SHELL_ID, OsShell};
@@ -53,6 +54,7 @@ pub fn env_ids() -> Vec<&'static str> {
         MAZE_ID,
         TEXT_ADVENTURE_ID,
         OS_SHELL_ID,
+        CODE_FIX_ID,
     ]
 }
 
@@ -65,6 +67,7 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         MAZE_ID => Ok(Arc::new(Maze::default())),
         TEXT_ADVENTURE_ID => Ok(Arc::new(TextAdventure::default())),
         OS_SHELL_ID => Ok(Arc::new(OsShell::default())),
+        CODE_FIX_ID => Ok(Arc::new(CodeFix::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")
