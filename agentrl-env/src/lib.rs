@@ -13,6 +13,7 @@
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
 //! - [`os_shell`] (`os-shell`): questions and chores on a generated file tree, sandboxed shell.
 //! - [`code_fix`] (`code-fix`): fix planted bugs in a Python module until its tests pass.
+//! - [`strategy_game`] (`strategy-game`): Connect Four against a scripted opponent.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer.
 //!
@@ -42,6 +43,7 @@ pub mod protocol;
 pub mod registry;
 pub mod self_correct;
 mod session;
+pub mod strategy_game;
 pub mod text_adventure;
 mod workspace;
 pub mod wrappers;
@@ -53,5 +55,6 @@ pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use os_shell::{OsShell, OsShellEnv, ShellExpert};
 pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
 pub use self_correct::SelfCorrect;
+pub use strategy_game::{StrategyExpert, StrategyGame, StrategyGameEnv};
 pub use text_adventure::{AdventureExpert, TextAdventure, TextAdventureEnv};
 pub use wrappers::TurnLimit;

@@ -10,6 +10,7 @@ use crate::code_fix::{CODE_FIX_ID, CodeFix};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
 use crate::os_shell::{OS_SHELL_ID, OsShell};
+use crate::strategy_game::{STRATEGY_GAME_ID, StrategyGame};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
 
 /// A scripted agent (reference solver or demonstrator): given the conversation so far, it
@@ -55,6 +56,7 @@ pub fn env_ids() -> Vec<&'static str> {
         TEXT_ADVENTURE_ID,
         OS_SHELL_ID,
         CODE_FIX_ID,
+        STRATEGY_GAME_ID,
     ]
 }
 
@@ -68,6 +70,7 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         TEXT_ADVENTURE_ID => Ok(Arc::new(TextAdventure::default())),
         OS_SHELL_ID => Ok(Arc::new(OsShell::default())),
         CODE_FIX_ID => Ok(Arc::new(CodeFix::default())),
+        STRATEGY_GAME_ID => Ok(Arc::new(StrategyGame::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")
