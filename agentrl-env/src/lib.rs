@@ -14,6 +14,7 @@
 //! - [`os_shell`] (`os-shell`): questions and chores on a generated file tree, sandboxed shell.
 //! - [`code_fix`] (`code-fix`): fix planted bugs in a Python module until its tests pass.
 //! - [`strategy_game`] (`strategy-game`): Connect Four against a scripted opponent.
+//! - [`negotiation`] (`negotiation`): two seats split items they value privately.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer.
 //!
@@ -38,6 +39,7 @@ pub mod arith_calc;
 pub mod code_fix;
 pub mod math_reasoning;
 pub mod maze;
+pub mod negotiation;
 pub mod os_shell;
 pub mod protocol;
 pub mod registry;
@@ -52,6 +54,7 @@ pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
 pub use code_fix::{CodeFix, CodeFixEnv, CodeFixExpert};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
 pub use maze::{Maze, MazeEnv, MazeExpert};
+pub use negotiation::{Negotiation, NegotiationEnv, NegotiationExpert};
 pub use os_shell::{OsShell, OsShellEnv, ShellExpert};
 pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
 pub use self_correct::SelfCorrect;

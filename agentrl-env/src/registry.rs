@@ -9,6 +9,7 @@ use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
 use crate::code_fix::{CODE_FIX_ID, CodeFix};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
+use crate::negotiation::{NEGOTIATION_ID, Negotiation};
 use crate::os_shell::{OS_SHELL_ID, OsShell};
 use crate::strategy_game::{STRATEGY_GAME_ID, StrategyGame};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
@@ -57,6 +58,7 @@ pub fn env_ids() -> Vec<&'static str> {
         OS_SHELL_ID,
         CODE_FIX_ID,
         STRATEGY_GAME_ID,
+        NEGOTIATION_ID,
     ]
 }
 
@@ -71,6 +73,7 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         OS_SHELL_ID => Ok(Arc::new(OsShell::default())),
         CODE_FIX_ID => Ok(Arc::new(CodeFix::default())),
         STRATEGY_GAME_ID => Ok(Arc::new(StrategyGame::default())),
+        NEGOTIATION_ID => Ok(Arc::new(Negotiation::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")
