@@ -5,13 +5,15 @@
 mod deal;
 mod env;
 mod task;
+mod tools;
 
 use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolCall};
 use serde_json::json;
 
 pub use deal::{Deal, ITEMS, Move, Seat, Split3, TOTAL_VALUE, Table, split_text};
-pub use env::{AcceptTool, Control, NegotiationEnv, ProposeTool, status_line};
+pub use env::{Control, NegotiationEnv, status_line};
 pub use task::{MAX_PROPOSALS, deal_of, generate, to_task};
+pub use tools::{AcceptTool, ProposeTool};
 
 use crate::registry::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;

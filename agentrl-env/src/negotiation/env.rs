@@ -2,18 +2,17 @@
 //! scripted partner. Every message the env sends carries the addressed seat in `name`, and an
 //! action's `name` says which seat acts (it may be left out while one seat is a policy).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
-use agentrl_core::{
-    Env, Error, Message, Observation, Result, Step, Task, Tool, ToolContext, ToolError, ToolSpec,
-};
+use agentrl_core::{Env, Error, Message, Observation, Result, Step, Task, ToolContext};
 use agentrl_tools::{ToolBox, ToolLimits};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::NEGOTIATION_ID;
-use super::deal::{ITEMS, Move, Seat, Table, split_text};
+use super::deal::{Seat, Table, split_text};
 use super::task::deal_of;
+use super::tools::{AcceptTool, ProposeTool, Shared, lock};
 use crate::session::{continue_step, invalid_step, run_tool_calls, wrong_role};
 
 /// What to do instead of a malformed action.
@@ -26,106 +25,6 @@ pub enum Control {
     Policy,
     /// The env's scripted partner.
     Scripted,
-}
-
-/// The table, the seat acting in the current step, and moves not yet reported.
-#[derive(Debug, Default)]
-struct Shared {
-    table: Option<Table>,
-    actor: Option<Seat>,
-    events: Vec<(Seat, String)>,
-}
-
-/// Locks `shared`, recovering it if a holder panicked.
-fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Applies the acting seat's move for a tool.
-fn act(shared: &Mutex<Shared>, m: Move) -> std::result::Result<String, ToolError> {
-    let mut shared = lock(shared);
-    let actor = shared
-        .actor
-        .ok_or_else(|| ToolError::Failed("no seat is acting".into()))?;
-    let table = shared
-        .table
-        .as_mut()
-        .ok_or_else(|| ToolError::Failed("no negotiation: the episode has not started".into()))?;
-    let text = table.apply(actor, m).map_err(ToolError::InvalidArguments)?;
-    shared.events.push((actor, text.clone()));
-    Ok(text)
-}
-
-/// The `propose` tool: offer a split, naming what the acting seat keeps.
-#[derive(Debug)]
-pub struct ProposeTool {
-    shared: Arc<Mutex<Shared>>,
-}
-
-/// The `accept` tool: take the other seat's standing offer.
-#[derive(Debug)]
-pub struct AcceptTool {
-    shared: Arc<Mutex<Shared>>,
-}
-
-#[async_trait]
-impl Tool for ProposeTool {
-    fn spec(&self) -> ToolSpec {
-        let count = json!({ "type": "integer", "minimum": 0 });
-        let properties: serde_json::Map<String, Value> = ITEMS
-            .iter()
-            .map(|i| (i.to_string(), count.clone()))
-            .collect();
-        ToolSpec::function(
-            "propose",
-            "Propose a split: how many of each item you keep; the other side gets the rest.",
-            json!({
-                "type": "object",
-                "properties": properties,
-                "required": ITEMS,
-                "additionalProperties": false
-            }),
-        )
-    }
-
-    async fn call(
-        &self,
-        args: Value,
-        _ctx: &ToolContext,
-    ) -> std::result::Result<String, ToolError> {
-        let mut keep = [0u32; 3];
-        for (slot, item) in keep.iter_mut().zip(ITEMS) {
-            let n = args
-                .get(item)
-                .and_then(Value::as_u64)
-                .and_then(|n| u32::try_from(n).ok());
-            *slot = n.ok_or_else(|| {
-                ToolError::InvalidArguments(format!("`{item}` must be a count from 0 up"))
-            })?;
-        }
-        act(&self.shared, Move::Propose(keep))
-    }
-}
-
-#[async_trait]
-impl Tool for AcceptTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
-            "accept",
-            "Accept the other side's standing offer; the negotiation ends with that split.",
-            json!({ "type": "object", "properties": {}, "additionalProperties": false }),
-        )
-    }
-
-    async fn call(
-        &self,
-        _args: Value,
-        _ctx: &ToolContext,
-    ) -> std::result::Result<String, ToolError> {
-        act(&self.shared, Move::Accept)
-    }
 }
 
 /// `message` addressed to `seat`.

@@ -18,7 +18,8 @@ fn values(rng: &mut SeededRng, counts: &Split3) -> Option<Split3> {
     let left = TOTAL_VALUE - a * counts[0];
     let b = rng.range(0, i64::from(left / counts[1])) as u32;
     let left = left - b * counts[1];
-    left.is_multiple_of(counts[2]).then_some([a, b, left / counts[2]])
+    left.is_multiple_of(counts[2])
+        .then_some([a, b, left / counts[2]])
 }
 
 /// The task data of `deal`.
@@ -74,7 +75,8 @@ pub fn to_task(deal: &Deal, split: Split, index: u64) -> Task {
     }
 }
 
-/// Three small counts at `key` of `value`.
+/// Three numbers from 0 to 10 at `key` of `value` (larger counts would make the split
+/// search needlessly slow, and values are at most 10 anyway).
 fn triple(value: &Value, key: &str) -> Option<Split3> {
     let list = value.get(key)?.as_array()?;
     let nums: Option<Vec<u32>> = list
@@ -82,7 +84,7 @@ fn triple(value: &Value, key: &str) -> Option<Split3> {
         .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
         .collect();
     let nums = nums?;
-    (nums.len() == 3 && nums.iter().all(|&n| n <= 100)).then(|| [nums[0], nums[1], nums[2]])
+    (nums.len() == 3 && nums.iter().all(|&n| n <= TOTAL_VALUE)).then(|| [nums[0], nums[1], nums[2]])
 }
 
 /// The deal of a task made by [`to_task`]; an error when the data is not such a deal.
@@ -91,7 +93,8 @@ pub fn deal_of(task: &Task) -> Result<Deal> {
     if task.env_id != NEGOTIATION_ID {
         return Err(bad(&format!("belongs to env `{}`", task.env_id)));
     }
-    let counts = triple(&task.data, "counts").ok_or_else(|| bad("`counts` must be 3 counts"))?;
+    let counts = triple(&task.data, "counts")
+        .ok_or_else(|| bad("`counts` must be 3 counts from 0 to 10"))?;
     let values = task.data.get("values").ok_or_else(|| bad("no `values`"))?;
     let alice = triple(values, "alice").ok_or_else(|| bad("`values.alice` must be 3 values"))?;
     let bob = triple(values, "bob").ok_or_else(|| bad("`values.bob` must be 3 values"))?;
