@@ -18,6 +18,10 @@
 //! - [`api_booking`] (`api-booking`): book and confirm a meeting room through a local REST API.
 //! - [`web_shop`] (`web-shop`): find and buy a described product on a local shop site with a
 //!   text browser.
+//! - [`os_shell`] (`os-shell`): questions and chores on a generated file tree, sandboxed shell.
+//! - [`code_fix`] (`code-fix`): fix planted bugs in a Python module until its tests pass.
+//! - [`strategy_game`] (`strategy-game`): Connect Four against a scripted opponent.
+//! - [`negotiation`] (`negotiation`): two seats split items they value privately.
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer; [`EnvMix`] mixes several envs by
 //! weight for multi-task runs.
@@ -41,32 +45,41 @@
 pub mod answer;
 pub mod api_booking;
 pub mod arith_calc;
+pub mod code_fix;
 pub mod knowledge_search;
 mod local_server;
 pub mod math_reasoning;
 pub mod maze;
 pub mod mix;
+pub mod negotiation;
+pub mod os_shell;
 pub mod protocol;
 pub mod registry;
 pub mod self_correct;
 mod session;
 pub mod spreadsheet_ops;
 pub mod sql_analysis;
+pub mod strategy_game;
 pub mod text_adventure;
 mod transcript;
 pub mod web_shop;
+mod workspace;
 pub mod wrappers;
 
 pub use api_booking::{ApiBooking, ApiBookingEnv, BookingExpert};
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
+pub use code_fix::{CodeFix, CodeFixEnv, CodeFixExpert};
 pub use knowledge_search::{KnowledgeExpert, KnowledgeSearch, KnowledgeSearchEnv};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
 pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use mix::EnvMix;
+pub use negotiation::{Negotiation, NegotiationEnv, NegotiationExpert};
+pub use os_shell::{OsShell, OsShellEnv, ShellExpert};
 pub use registry::{EnvFactory, Solver, SolverEpisode, env_ids, lookup, run_solver_episode};
 pub use self_correct::SelfCorrect;
 pub use spreadsheet_ops::{SpreadsheetExpert, SpreadsheetOps, SpreadsheetOpsEnv};
 pub use sql_analysis::{SqlAnalysis, SqlAnalysisEnv, SqlExpert};
+pub use strategy_game::{StrategyExpert, StrategyGame, StrategyGameEnv};
 pub use text_adventure::{AdventureExpert, TextAdventure, TextAdventureEnv};
 pub use web_shop::{ShopExpert, WebShop, WebShopEnv};
 pub use wrappers::TurnLimit;

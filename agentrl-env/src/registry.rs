@@ -7,11 +7,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::api_booking::{API_BOOKING_ID, ApiBooking};
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
+use crate::code_fix::{CODE_FIX_ID, CodeFix};
 use crate::knowledge_search::{KNOWLEDGE_SEARCH_ID, KnowledgeSearch};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
+use crate::negotiation::{NEGOTIATION_ID, Negotiation};
+use crate::os_shell::{OS_SHELL_ID, OsShell};
 use crate::spreadsheet_ops::{SPREADSHEET_OPS_ID, SpreadsheetOps};
 use crate::sql_analysis::{SQL_ANALYSIS_ID, SqlAnalysis};
+use crate::strategy_game::{STRATEGY_GAME_ID, StrategyGame};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
 use crate::web_shop::{WEB_SHOP_ID, WebShop};
 
@@ -67,6 +71,10 @@ pub fn env_ids() -> Vec<&'static str> {
         KNOWLEDGE_SEARCH_ID,
         API_BOOKING_ID,
         WEB_SHOP_ID,
+        OS_SHELL_ID,
+        CODE_FIX_ID,
+        STRATEGY_GAME_ID,
+        NEGOTIATION_ID,
     ]
 }
 
@@ -83,6 +91,10 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         KNOWLEDGE_SEARCH_ID => Ok(Arc::new(KnowledgeSearch::default())),
         API_BOOKING_ID => Ok(Arc::new(ApiBooking::default())),
         WEB_SHOP_ID => Ok(Arc::new(WebShop::default())),
+        OS_SHELL_ID => Ok(Arc::new(OsShell::default())),
+        CODE_FIX_ID => Ok(Arc::new(CodeFix::default())),
+        STRATEGY_GAME_ID => Ok(Arc::new(StrategyGame::default())),
+        NEGOTIATION_ID => Ok(Arc::new(Negotiation::default())),
         other => Err(Error::Config(format!(
             "unknown env id `{other}`; known env ids: {}",
             env_ids().join(", ")
