@@ -24,9 +24,13 @@
 #![warn(missing_docs)]
 
 pub mod chat;
+pub mod cross;
+mod fanout;
 pub mod gguf;
 pub mod hf;
+pub mod http;
 pub mod llama;
+pub mod router;
 pub mod sampling;
 pub mod tokenizer;
 
@@ -38,6 +42,9 @@ pub mod gpt;
 pub mod tch_policy;
 
 pub use chat::{ChatFormat, ParsedAction, TinyChatFormat};
+pub use cross::CrossPolicy;
+pub use http::{ApiFlavor, HttpPolicy, HttpPolicyConfig};
+pub use router::RouterPolicy;
 pub use sampling::sample_token;
 pub use tokenizer::{ByteTokenizer, SPECIAL_TOKENS, SpecialIds};
 
