@@ -1,8 +1,9 @@
 //! `agentrl serve` over real HTTP on 127.0.0.1: `HttpPolicy` (both API flavours) is token-exact
 //! against the same `TchPolicy` called directly; chat completions return OpenAI `tool_calls`;
 //! weight reloads change outputs and the version; bad requests are OpenAI-shaped 400s; a
-//! cross-policy rollout over two servers records which policy produced each turn; and the
-//! stock Python `openai` client works against it (skipped when the package is missing).
+//! cross-policy rollout over two servers records which policy produced each turn; a tiny
+//! random Llama (GGUF) is served token-exactly and reloads; the `agentrl serve` command runs;
+//! and the stock Python `openai` client works against it (skipped when the package is missing).
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -14,13 +15,14 @@ use agentrl_core::{
 use agentrl_policy::{
     ApiFlavor, ChatFormat, CrossPolicy, HttpPolicy, HttpPolicyConfig, TchPolicy, TinyChatFormat,
 };
-use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::learner::Learner;
-use agentrl_trainer::model_load::load_tiny;
+use agentrl_trainer::model_load::{load_llama_chat, load_tiny};
 use agentrl_trainer::rollout::{RolloutContext, run_many};
 use agentrl_trainer::serve::{ServeState, ServedModel, app};
 use serde_json::{Value, json};
 use tch::Device;
+
+mod common;
 
 const CONTEXT: usize = 256;
 
@@ -76,12 +78,7 @@ fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/demo.toml");
-        let mut config = RunConfig::load(demo.as_ref()).unwrap();
-        config.model.d_model = 32;
-        config.model.n_layers = 1;
-        config.model.n_heads = 2;
-        config.model.ffn_mult = 2;
+        let mut config = common::tiny_config(1);
         config.model.max_seq_len = CONTEXT;
         std::fs::write(
             dir.path().join("config.toml"),
@@ -540,4 +537,50 @@ async fn the_serve_command_listens_and_answers() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no/such/model.safetensors"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_llama_gguf_is_served_token_exactly_and_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = common::gguf::write_tiny_model_named(dir.path(), "first.gguf", 17);
+    let second = common::gguf::write_tiny_model_named(dir.path(), "second.gguf", 99);
+    let (base, state) = start(&first).await;
+    assert_eq!(state.model.context_len, 128);
+    let local = |path: &std::path::Path| {
+        let (vs, model, format) = load_llama_chat(path, Device::Cpu).unwrap();
+        (TchPolicy::spawn(vs, model, 16, 0).unwrap(), format)
+    };
+    let (first_local, format) = local(&first);
+    let (second_local, _) = local(&second);
+    let prompt = format.render_prompt(&[Message::user("hello the world")], &[]);
+    let remote = http(&base, ApiFlavor::OpenAiCompletions, None);
+    let check = async |want: &TchPolicy, version: u64| {
+        for params in param_sets(format.stop_ids()) {
+            let req = GenerationRequest::new(prompt.clone(), params);
+            let w = want.generate(vec![req.clone()]).await.unwrap().remove(0);
+            let g = remote.generate(vec![req]).await.unwrap().remove(0);
+            assert_eq!((g.ids, g.logprobs), (w.ids, w.logprobs));
+            assert_eq!(g.policy_version, version);
+        }
+    };
+    check(&first_local, 0).await;
+    let reply = remote
+        .chat(&[Message::user("hello")], &[], &SamplingParams::greedy(8))
+        .await
+        .unwrap();
+    assert!(reply.message.content.is_some());
+    let text = remote
+        .post_json(
+            "/v1/completions",
+            &json!({"prompt": "hello the world", "max_tokens": 4, "ignore_eos": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text["choices"][0]["token_ids"].as_array().unwrap().len(), 4);
+    let loaded = remote
+        .post_json("/v1/load_weights", &json!({ "path": second }))
+        .await
+        .unwrap();
+    assert_eq!(loaded["policy_version"], 1);
+    check(&second_local, 1).await;
 }

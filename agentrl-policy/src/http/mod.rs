@@ -8,7 +8,9 @@
 
 mod chat;
 mod client;
+mod config;
 mod wire;
 
 pub use chat::ChatReply;
-pub use client::{ApiFlavor, HttpPolicy, HttpPolicyConfig};
+pub use client::HttpPolicy;
+pub use config::{ApiFlavor, HttpPolicyConfig};

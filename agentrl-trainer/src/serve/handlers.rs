@@ -1,5 +1,5 @@
-//! The route handlers of `agentrl serve`: OpenAI completions and chat completions, SGLang's
-//! `/generate`, the model list, and the weight reload.
+//! The generation routes of `agentrl serve`: OpenAI completions and chat completions, and
+//! SGLang's `/generate`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -12,12 +12,13 @@ use serde_json::{Value, json};
 
 use super::ServeState;
 use super::api::{
-    ApiError, ChatRequest, CompletionRequest, GenerateRequest, LoadWeightsRequest, PromptInput,
-    parse_body,
+    ApiError, ChatRequest, CompletionRequest, GenerateRequest, PromptInput, parse_body,
 };
 
-type Shared = Arc<ServeState>;
+/// The state handlers receive.
+pub(crate) type Shared = Arc<ServeState>;
 
+/// Seconds since the Unix epoch (OpenAI's `created`).
 fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -88,19 +89,6 @@ fn body_ids(g: &Generation) -> &[TokenId] {
 fn usage(prompt: usize, completion: usize) -> Value {
     json!({"prompt_tokens": prompt, "completion_tokens": completion,
            "total_tokens": prompt + completion})
-}
-
-/// `GET /v1/models`.
-pub async fn models(State(s): State<Shared>) -> Json<Value> {
-    Json(json!({"object": "list", "data": [{
-        "id": s.model.name, "object": "model", "created": 0, "owned_by": "agentrl",
-        "max_model_len": s.model.context_len,
-    }]}))
-}
-
-/// `GET /health`.
-pub async fn health(State(s): State<Shared>) -> Json<Value> {
-    Json(json!({"status": "ok", "policy_version": s.model.policy.version()}))
 }
 
 /// `POST /v1/completions`: text or token-id prompts; logprobs; generated ids in `token_ids`.
@@ -283,28 +271,4 @@ pub async fn generate(State(s): State<Shared>, body: Bytes) -> Result<Json<Value
         },
         "policy_version": g.policy_version,
     })))
-}
-
-/// `POST /v1/load_weights {"path": ..., "version": N?}`: loads a checkpoint into the running
-/// model (between batches) and sets the policy version (default: current + 1).
-pub async fn load_weights(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
-    let req: LoadWeightsRequest = parse_body(&body, "/v1/load_weights")?;
-    let _one_at_a_time = s.loading.lock().await;
-    let state = s.clone();
-    let path = req.path.clone();
-    let weights = tokio::task::spawn_blocking(move || (state.model.loader)(&path))
-        .await
-        .map_err(|e| ApiError::internal(format!("weight loading task failed: {e}")))?
-        .map_err(|e| ApiError::bad(format!("loading weights from {}: {e}", req.path.display())))?;
-    let version = req.version.unwrap_or(s.model.policy.version() + 1);
-    s.model
-        .policy
-        .set_weights(weights, version)
-        .await
-        .map_err(|e| ApiError::bad(format!("applying weights from {}: {e}", req.path.display())))?;
-    tracing::info!(
-        "loaded weights from {} as version {version}",
-        req.path.display()
-    );
-    Ok(Json(json!({"path": req.path, "policy_version": version})))
 }

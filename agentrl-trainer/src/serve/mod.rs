@@ -11,6 +11,7 @@
 //! in a request is accepted: one model is served. Errors are OpenAI-shaped JSON; bad input is a
 //! 400 that says what is wrong. Streaming and stop strings are not supported (400).
 
+pub mod admin;
 pub mod api;
 pub mod handlers;
 pub mod model;
@@ -78,12 +79,12 @@ impl ServeState {
 /// The axum app over `state`.
 pub fn app(state: Arc<ServeState>) -> Router {
     Router::new()
-        .route("/v1/models", get(handlers::models))
+        .route("/v1/models", get(admin::models))
         .route("/v1/completions", post(handlers::completions))
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/generate", post(handlers::generate))
-        .route("/v1/load_weights", post(handlers::load_weights))
-        .route("/health", get(handlers::health))
+        .route("/v1/load_weights", post(admin::load_weights))
+        .route("/health", get(admin::health))
         .with_state(state)
 }
 
