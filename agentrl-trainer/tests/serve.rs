@@ -487,6 +487,8 @@ async fn the_serve_command_listens_and_answers() {
             "0",
             "--served-model-name",
             "cli",
+            "--api-key",
+            "sesame",
             "--model",
         ])
         .arg(&f.tool)
@@ -505,14 +507,29 @@ async fn the_serve_command_listens_and_answers() {
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
         .unwrap_or_else(|| panic!("no URL in {line:?}"));
-    let models: Value = reqwest::get(format!("{url}/models"))
+    let web = reqwest::Client::new();
+    let denied = web.get(format!("{url}/models")).send().await.unwrap();
+    assert_eq!(denied.status().as_u16(), 401);
+    let denied: Value = denied.json().await.unwrap();
+    assert!(
+        denied["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("API key")
+    );
+    let models: Value = web
+        .get(format!("{url}/models"))
+        .bearer_auth("sesame")
+        .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
     assert_eq!(models["data"][0]["id"], "cli");
-    let remote = http(url, ApiFlavor::OpenAiCompletions, None);
+    let mut config = HttpPolicyConfig::new(url, "cli");
+    config.api_key = Some("sesame".into());
+    let remote = HttpPolicy::new(config).unwrap();
     let reply = remote
         .chat(
             &[Message::user("Compute 6*7")],

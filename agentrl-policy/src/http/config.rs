@@ -29,7 +29,8 @@ pub struct HttpPolicyConfig {
     pub request_timeout: Duration,
     /// Longest wait for a connection.
     pub connect_timeout: Duration,
-    /// Retries after the first attempt on connect errors, HTTP 5xx and 429 (never on other 4xx).
+    /// Retries after the first attempt on connect errors, HTTP 5xx and 429 (never on other 4xx,
+    /// nor after a request timed out: the server may still be generating it).
     pub max_retries: u32,
     /// Wait before the first retry; doubled after each retry.
     pub initial_backoff: Duration,

@@ -9,7 +9,10 @@
 //! `GET /health`. Every answer carries the extension field `policy_version`. Concurrent requests
 //! share forward batches on the model thread ([`agentrl_policy::TchPolicy`]). Any `model` name
 //! in a request is accepted: one model is served. Errors are OpenAI-shaped JSON; bad input is a
-//! 400 that says what is wrong. Streaming and stop strings are not supported (400).
+//! 400 that says what is wrong. Streaming and stop strings are not supported (400). With
+//! `--api-key KEY` every route but `/health` needs `Authorization: Bearer KEY` (401 otherwise);
+//! without one, anyone who can reach the port can generate and load weights from any path the
+//! process can read, so keep such a server on 127.0.0.1 or a trusted network.
 
 pub mod admin;
 pub mod api;
@@ -23,6 +26,11 @@ use std::sync::atomic::AtomicU64;
 
 use agentrl_core::{Error, Result};
 use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
 
@@ -53,6 +61,9 @@ pub struct ServeArgs {
     /// Seed of the sampling streams of requests without a seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Require `Authorization: Bearer KEY` on every route but /health.
+    #[arg(long)]
+    pub api_key: Option<String>,
 }
 
 /// Shared state of the server.
@@ -63,17 +74,49 @@ pub struct ServeState {
     pub next_id: AtomicU64,
     /// Serialises weight reloads.
     pub loading: tokio::sync::Mutex<()>,
+    /// The bearer token every route but `/health` requires, when set.
+    pub api_key: Option<String>,
 }
 
 impl ServeState {
-    /// State serving `model`.
+    /// State serving `model` to anyone.
     pub fn new(model: ServedModel) -> Arc<Self> {
+        Self::with_api_key(model, None)
+    }
+
+    /// State serving `model` to callers that send `Authorization: Bearer KEY`.
+    pub fn with_api_key(model: ServedModel, api_key: Option<String>) -> Arc<Self> {
         Arc::new(ServeState {
             model,
             next_id: AtomicU64::new(0),
             loading: tokio::sync::Mutex::new(()),
+            api_key,
         })
     }
+}
+
+/// Rejects requests without the server's API key (when it has one); `/health` stays open.
+async fn require_key(
+    State(state): State<Arc<ServeState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(key) = &state.api_key else {
+        return next.run(request).await;
+    };
+    let sent = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if sent == Some(key.as_str()) || request.uri().path() == "/health" {
+        return next.run(request).await;
+    }
+    api::ApiError {
+        status: StatusCode::UNAUTHORIZED,
+        message: "missing or wrong API key: send `Authorization: Bearer KEY`".into(),
+    }
+    .into_response()
 }
 
 /// The axum app over `state`.
@@ -85,6 +128,7 @@ pub fn app(state: Arc<ServeState>) -> Router {
         .route("/generate", post(handlers::generate))
         .route("/v1/load_weights", post(admin::load_weights))
         .route("/health", get(admin::health))
+        .layer(middleware::from_fn_with_state(state.clone(), require_key))
         .with_state(state)
 }
 
@@ -118,7 +162,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         "serving `{}` (context {} tokens) on http://{bound}/v1 (Ctrl-C stops it)",
         model.name, model.context_len
     );
-    axum::serve(listener, app(ServeState::new(model)))
+    axum::serve(listener, app(ServeState::with_api_key(model, args.api_key)))
         .with_graceful_shutdown(async {
             if let Err(e) = tokio::signal::ctrl_c().await {
                 tracing::warn!("cannot listen for Ctrl-C ({e}); serving until killed");
