@@ -19,7 +19,6 @@ pub mod api;
 pub mod handlers;
 pub mod model;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -148,13 +147,14 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     })
     .await
     .map_err(|e| Error::Policy(format!("model loading task failed: {e}")))??;
-    let addr = format!("{}:{}", args.host, args.port);
-    let addr: SocketAddr = addr
-        .parse()
-        .map_err(|e| Error::Config(format!("--host/--port: `{addr}` is not an address: {e}")))?;
-    let listener = tokio::net::TcpListener::bind(addr)
+    let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
         .await
-        .map_err(|e| Error::Config(format!("cannot listen on {addr}: {e}")))?;
+        .map_err(|e| {
+            Error::Config(format!(
+                "cannot listen on {}:{} (--host/--port): {e}",
+                args.host, args.port
+            ))
+        })?;
     let bound = listener
         .local_addr()
         .map_err(|e| Error::Config(format!("listening address: {e}")))?;
