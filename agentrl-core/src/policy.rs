@@ -75,6 +75,27 @@ pub struct GenerationRequest {
     pub prompt_ids: Vec<TokenId>,
     /// How to sample.
     pub params: SamplingParams,
+    /// Which conversation (env session / episode) this turn belongs to, when known; routers keep
+    /// a session's turns on one backend and cross-policy sampling draws per session turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+}
+
+impl GenerationRequest {
+    /// A request without a session id.
+    pub fn new(prompt_ids: Vec<TokenId>, params: SamplingParams) -> Self {
+        GenerationRequest {
+            prompt_ids,
+            params,
+            session: None,
+        }
+    }
+
+    /// The same request tagged with the session it belongs to.
+    pub fn with_session(mut self, session: impl Into<String>) -> Self {
+        self.session = Some(session.into());
+        self
+    }
 }
 
 /// Why generation ended.
@@ -99,6 +120,10 @@ pub struct Generation {
     pub finish: FinishReason,
     /// Version of the weights that produced it.
     pub policy_version: u64,
+    /// Name of the policy that produced it, when several are mixed (e.g. by cross-policy
+    /// sampling); recorded as the turn's `policy_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_name: Option<String>,
 }
 
 /// A language model that continues token sequences, many at a time.

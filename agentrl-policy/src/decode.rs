@@ -126,6 +126,7 @@ pub(crate) fn generate<M: CachedDecoder>(
             logprobs: Vec::new(),
             finish: FinishReason::Length,
             policy_version,
+            policy_name: None,
         })
         .collect();
     let mut rows: Vec<usize> = Vec::with_capacity(n);

@@ -3,8 +3,10 @@
 //! Everything between chat messages and a language model: a byte-level [`ByteTokenizer`] with
 //! special tokens for roles and tool calls, the [`ChatFormat`] trait with the compact
 //! [`TinyChatFormat`] (render prompts, parse generations into assistant messages and tool calls,
-//! token-exact across turns), token sampling, and — with the default `tch` feature — the
-//! [`TinyGpt`] transformer and [`TchPolicy`], a batched async [`agentrl_core::Policy`].
+//! token-exact across turns), token sampling, remote policies ([`HttpPolicy`] over
+//! OpenAI-compatible servers, [`RouterPolicy`] over several of them, [`CrossPolicy`] mixing
+//! policies per turn), and — with the default `tch` feature — the [`TinyGpt`] transformer and
+//! [`TchPolicy`], a batched async [`agentrl_core::Policy`].
 //!
 //! ```
 //! use agentrl_core::{Message, ToolCall};
@@ -24,9 +26,13 @@
 #![warn(missing_docs)]
 
 pub mod chat;
+pub mod cross;
+mod fanout;
 pub mod gguf;
 pub mod hf;
+pub mod http;
 pub mod llama;
+pub mod router;
 pub mod sampling;
 pub mod tokenizer;
 
@@ -38,6 +44,9 @@ pub mod gpt;
 pub mod tch_policy;
 
 pub use chat::{ChatFormat, ParsedAction, TinyChatFormat};
+pub use cross::CrossPolicy;
+pub use http::{ApiFlavor, HttpPolicy, HttpPolicyConfig};
+pub use router::RouterPolicy;
 pub use sampling::sample_token;
 pub use tokenizer::{ByteTokenizer, SPECIAL_TOKENS, SpecialIds};
 

@@ -141,10 +141,7 @@ async fn policy_thread_batches_concurrent_callers_and_swaps_weights() {
     for i in 0..16u32 {
         let p = policy.clone();
         handles.push(tokio::spawn(async move {
-            let req = GenerationRequest {
-                prompt_ids: vec![1, i % 30 + 2],
-                params: sampled(4, i as u64),
-            };
+            let req = GenerationRequest::new(vec![1, i % 30 + 2], sampled(4, i as u64));
             p.generate(vec![req]).await
         }));
     }
@@ -158,10 +155,7 @@ async fn policy_thread_batches_concurrent_callers_and_swaps_weights() {
         policy.batches_run()
     );
 
-    let greedy = GenerationRequest {
-        prompt_ids: vec![1, 2, 3],
-        params: SamplingParams::greedy(6),
-    };
+    let greedy = GenerationRequest::new(vec![1, 2, 3], SamplingParams::greedy(6));
     let before = policy.generate(vec![greedy.clone()]).await.unwrap();
     let (other_vs, _other) = model(99);
     policy

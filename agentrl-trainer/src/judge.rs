@@ -77,7 +77,7 @@ impl JudgeBackend for PolicyJudge {
         params.stop_ids = self.format.stop_ids();
         let generations = self
             .policy
-            .generate(vec![GenerationRequest { prompt_ids, params }])
+            .generate(vec![GenerationRequest::new(prompt_ids, params)])
             .await?;
         let generation = generations
             .into_iter()

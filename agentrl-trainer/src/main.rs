@@ -116,6 +116,9 @@ enum Command {
     /// Greedily answers one user message with a Llama-family model (.gguf file or Hugging
     /// Face directory), using the model's own tokenizer and chat template.
     Chat(chat_cli::ChatArgs),
+    /// Serves a model over an OpenAI-compatible HTTP API (completions with token ids and
+    /// logprobs, chat with tools, weight reloads) until Ctrl-C.
+    Serve(agentrl_trainer::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -267,6 +270,7 @@ async fn run(command: Command) -> Result<()> {
         Command::Controller(args) => controller_cli::run(args).await?,
         Command::Logprobs(args) => model_cli::run(&args)?,
         Command::Chat(args) => chat_cli::run(&args)?,
+        Command::Serve(args) => agentrl_trainer::serve::run(args).await?,
     }
     Ok(())
 }

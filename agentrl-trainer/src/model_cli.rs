@@ -49,28 +49,10 @@ pub fn parse_ids(text: &str) -> Result<Vec<i64>> {
     Ok(ids)
 }
 
-/// Whether `path` names a GGUF file (by extension).
-fn is_gguf(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-}
-
 /// Loads the model at `path` on the CPU.
 pub fn load_model(path: &Path) -> Result<Llama> {
-    if !path.exists() {
-        return Err(Error::Config(format!(
-            "model {} does not exist",
-            path.display()
-        )));
-    }
-    if is_gguf(path) {
-        let (_vs, model, _config) = Llama::load_gguf(path, Device::Cpu)?;
-        Ok(model)
-    } else {
-        let (_vs, model) = Llama::load(path, Device::Cpu)?;
-        Ok(model)
-    }
+    let (_vs, model) = agentrl_trainer::model_load::load_llama(path, Device::Cpu)?;
+    Ok(model)
 }
 
 /// Log-probabilities of `ids` under `model` (each given its prefix), after checking them

@@ -1,6 +1,7 @@
 //! Rollouts: one policy playing env sessions, many at a time, token in / token out.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentrl_core::{
     FinishReason, GenerationRequest, Message, Outcome, Policy, Result, SamplingParams, Task,
@@ -22,6 +23,9 @@ pub struct RolloutContext {
     /// The policy's context length; episodes that reach it end as truncated.
     pub max_seq_len: usize,
 }
+
+/// Episodes started by this process; makes every episode's session id unique.
+static EPISODES: AtomicU64 = AtomicU64::new(0);
 
 fn empty_trajectory(task: &Task, group_id: u64, messages: Vec<Message>) -> Trajectory {
     Trajectory {
@@ -65,6 +69,13 @@ pub async fn run_episode(
             params.stop_ids.push(id);
         }
     }
+    let session = format!(
+        "{}/{}/{}/{}",
+        task.env_id,
+        task.id,
+        group_id,
+        EPISODES.fetch_add(1, Ordering::Relaxed)
+    );
     let mut traj = empty_trajectory(task, group_id, obs.messages.clone());
     let mut prompt = ctx.format.render_prompt(&obs.messages, &obs.tools);
     let mut injected = prompt.clone();
@@ -73,10 +84,8 @@ pub async fn run_episode(
             traj.outcome = Outcome::Truncated;
             break;
         }
-        let request = GenerationRequest {
-            prompt_ids: prompt.clone(),
-            params: params.clone(),
-        };
+        let request =
+            GenerationRequest::new(prompt.clone(), params.clone()).with_session(session.clone());
         let generation = ctx
             .policy
             .generate(vec![request])
@@ -103,7 +112,7 @@ pub async fn run_episode(
             generated_ids: generation.ids,
             logprobs: generation.logprobs,
             policy_version: generation.policy_version,
-            policy_name: None,
+            policy_name: generation.policy_name,
             finish: generation.finish,
             reward,
             invalid_action: invalid,

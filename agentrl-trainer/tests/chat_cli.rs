@@ -2,42 +2,11 @@
 //! a ChatML template in its metadata, answers (random text) and exits 0; a missing model path
 //! is a clear error. An opt-in test asks the real SmolLM2 GGUF (`AGENTRL_SMOLLM2_GGUF`).
 
-use std::path::Path;
 use std::process::Command;
 
-use agentrl_policy::llama::{GgufPrecision, Llama, LlamaConfig};
-use tch::{Device, nn};
+mod common;
 
-#[path = "../../agentrl-policy/tests/support/tiny_vocab.rs"]
-mod tiny_vocab;
-
-/// Writes a one-layer random Llama with the tiny vocabulary and ChatML template; returns its path.
-fn write_tiny_model(dir: &Path) -> std::path::PathBuf {
-    let config = LlamaConfig::from_json_str(
-        &format!(
-            r#"{{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
-            "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
-            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": {},
-            "max_position_embeddings": 128, "tie_word_embeddings": false}}"#,
-            tiny_vocab::tiny_vocab().0.len()
-        ),
-        "tiny-chat",
-    )
-    .unwrap();
-    tch::manual_seed(17);
-    let vs = nn::VarStore::new(Device::Cpu);
-    let model = Llama::new(&vs.root(), config).unwrap();
-    let path = dir.join("tiny-chat.gguf");
-    model
-        .save_gguf(
-            &vs,
-            &path,
-            GgufPrecision::F32,
-            &tiny_vocab::tokenizer_meta(),
-        )
-        .unwrap();
-    path
-}
+use common::gguf::write_tiny_model;
 
 fn agentrl(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_agentrl"))

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod gguf;
+
 use agentrl_trainer::config::RunConfig;
 
 /// A run config small enough for tests (a few seconds on 2 cores in debug).

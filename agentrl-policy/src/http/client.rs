@@ -1,0 +1,260 @@
+//! [`HttpPolicy`]: the HTTP client, its settings, and the retrying POST every call goes through.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use agentrl_core::{Error, Generation, GenerationRequest, Policy, Result};
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use super::config::{ApiFlavor, HttpPolicyConfig};
+use super::wire;
+
+/// A [`Policy`] served by a remote OpenAI-compatible server; cheap to clone.
+#[derive(Clone)]
+pub struct HttpPolicy {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    base: String,
+    config: HttpPolicyConfig,
+    permits: Semaphore,
+    version: AtomicU64,
+    attempts: AtomicU64,
+}
+
+impl std::fmt::Debug for HttpPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpPolicy")
+            .field("base", &self.inner.base)
+            .field("model", &self.inner.config.model)
+            .finish()
+    }
+}
+
+/// Error text with its chain of causes (reqwest's top-level message alone is vague).
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The first 300 characters of a body, for error messages.
+pub(super) fn excerpt(text: &str) -> String {
+    let mut out: String = text.chars().take(300).collect();
+    if out.len() < text.len() {
+        out.push_str("...");
+    }
+    out
+}
+
+impl HttpPolicy {
+    /// A policy for the server `config.base_url`; fails only on a malformed setting.
+    pub fn new(config: HttpPolicyConfig) -> Result<Self> {
+        let trimmed = config.base_url.trim().trim_end_matches('/');
+        let trimmed = trimmed.strip_suffix("/v1").unwrap_or(trimmed);
+        if trimmed.is_empty() {
+            return Err(Error::Config("HttpPolicy: empty base_url".into()));
+        }
+        if config.max_concurrency == 0 {
+            return Err(Error::Config(
+                "HttpPolicy: max_concurrency must be at least 1".into(),
+            ));
+        }
+        let base = if trimmed.contains("://") {
+            trimmed.to_string()
+        } else {
+            format!("http://{trimmed}")
+        };
+        let http = reqwest::Client::builder()
+            .timeout(config.request_timeout)
+            .connect_timeout(config.connect_timeout)
+            .no_proxy()
+            .build()
+            .map_err(|e| {
+                Error::Config(format!(
+                    "HttpPolicy: cannot build a client: {}",
+                    with_causes(&e)
+                ))
+            })?;
+        Ok(HttpPolicy {
+            inner: Arc::new(Inner {
+                http,
+                base,
+                permits: Semaphore::new(config.max_concurrency),
+                config,
+                version: AtomicU64::new(0),
+                attempts: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The server root every path is appended to.
+    pub fn base_url(&self) -> &str {
+        &self.inner.base
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &HttpPolicyConfig {
+        &self.inner.config
+    }
+
+    /// Sets the version reported for servers that do not report one (e.g. after pushing weights).
+    pub fn set_version(&self, version: u64) {
+        self.inner.version.store(version, Ordering::Release);
+    }
+
+    /// HTTP attempts made so far, retries included (for metrics and tests).
+    pub fn attempts(&self) -> u64 {
+        self.inner.attempts.load(Ordering::Relaxed)
+    }
+
+    /// POSTs `body` as JSON to `path` and parses the JSON answer, retrying with exponential
+    /// backoff on connect errors, 5xx and 429. Errors name the URL and what went wrong.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
+        let inner = &self.inner;
+        let url = format!("{}{path}", inner.base);
+        let mut backoff = inner.config.initial_backoff;
+        let mut attempt: u32 = 0;
+        loop {
+            let (why, retry_after) = {
+                let _permit = inner
+                    .permits
+                    .acquire()
+                    .await
+                    .map_err(|_| Error::Policy(format!("POST {url}: client closed")))?;
+                inner.attempts.fetch_add(1, Ordering::Relaxed);
+                let mut request = inner.http.post(&url).json(body);
+                if let Some(key) = &inner.config.api_key {
+                    request = request.bearer_auth(key);
+                }
+                match request.send().await {
+                    Err(e) if e.is_connect() => (
+                        format!("POST {url}: cannot connect: {}", with_causes(&e)),
+                        None,
+                    ),
+                    Err(e) if e.is_timeout() => {
+                        return Err(Error::Policy(format!(
+                            "POST {url}: no answer within {:?}: {}",
+                            inner.config.request_timeout,
+                            with_causes(&e)
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(Error::Policy(format!(
+                            "POST {url}: request failed: {}",
+                            with_causes(&e)
+                        )));
+                    }
+                    Ok(response) => {
+                        let status = response.status();
+                        let retry_after = response
+                            .headers()
+                            .get(reqwest::header::RETRY_AFTER)
+                            .and_then(|v| v.to_str().ok())
+                            .and_then(|v| v.trim().parse::<u64>().ok())
+                            .map(Duration::from_secs);
+                        let text = response.text().await.map_err(|e| {
+                            Error::Policy(format!(
+                                "POST {url}: reading the answer (HTTP {status}): {}",
+                                with_causes(&e)
+                            ))
+                        })?;
+                        if status.is_success() {
+                            return serde_json::from_str(&text).map_err(|e| {
+                                Error::Policy(format!(
+                                    "POST {url}: the answer is not JSON ({e}): {}",
+                                    excerpt(&text)
+                                ))
+                            });
+                        }
+                        let why = format!("POST {url}: HTTP {status}: {}", excerpt(&text));
+                        if !(status.is_server_error() || status.as_u16() == 429) {
+                            return Err(Error::Policy(why));
+                        }
+                        (why, retry_after)
+                    }
+                }
+            };
+            if attempt >= inner.config.max_retries {
+                return Err(Error::Policy(format!(
+                    "{why} (gave up after {} attempts)",
+                    attempt + 1
+                )));
+            }
+            attempt += 1;
+            let wait = retry_after
+                .map_or(backoff, |r| r.max(backoff))
+                .min(inner.config.max_backoff);
+            tracing::warn!("{why}; retry {attempt} in {wait:?}");
+            tokio::time::sleep(wait).await;
+            backoff = (backoff * 2).min(inner.config.max_backoff);
+        }
+    }
+
+    /// Generates one request over HTTP.
+    async fn generate_one(&self, request: &GenerationRequest) -> Result<Generation> {
+        let config = &self.inner.config;
+        let (path, body) = match config.flavor {
+            ApiFlavor::OpenAiCompletions => (
+                "/v1/completions",
+                wire::completions_body(&config.model, request, config.ignore_eos),
+            ),
+            ApiFlavor::SglangGenerate => {
+                ("/generate", wire::generate_body(request, config.ignore_eos))
+            }
+        };
+        let answer = self.post_json(path, &body).await?;
+        let what = format!("POST {}{path}", self.inner.base);
+        let mut generation = match config.flavor {
+            ApiFlavor::OpenAiCompletions => wire::parse_completion(&answer, &what)?,
+            ApiFlavor::SglangGenerate => wire::parse_generate(&answer, &what)?,
+        };
+        match wire::reported_version(&answer) {
+            Some(v) => {
+                self.inner.version.fetch_max(v, Ordering::AcqRel);
+                generation.policy_version = v;
+            }
+            None => generation.policy_version = self.version(),
+        }
+        generation.policy_name = config.name.clone();
+        Ok(generation)
+    }
+}
+
+#[async_trait]
+impl Policy for HttpPolicy {
+    async fn generate(&self, requests: Vec<GenerationRequest>) -> Result<Vec<Generation>> {
+        for r in &requests {
+            r.params.validate()?;
+        }
+        let mut set = tokio::task::JoinSet::new();
+        for (i, request) in requests.into_iter().enumerate() {
+            let me = self.clone();
+            set.spawn(async move { (i, me.generate_one(&request).await) });
+        }
+        let mut out: Vec<Option<Generation>> = vec![None; set.len()];
+        while let Some(joined) = set.join_next().await {
+            let (i, result) =
+                joined.map_err(|e| Error::Policy(format!("HTTP generation task failed: {e}")))?;
+            out[i] = Some(result?);
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    fn version(&self) -> u64 {
+        self.inner.version.load(Ordering::Acquire)
+    }
+}

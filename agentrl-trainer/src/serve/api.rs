@@ -1,0 +1,256 @@
+//! The OpenAI-shaped wire types of `agentrl serve`: request bodies (unknown fields are ignored,
+//! as OpenAI-compatible servers do), the error body, and the mapping of request fields to
+//! [`SamplingParams`].
+
+use agentrl_core::{Message, SamplingParams, TokenId, ToolSpec};
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// An error answered as OpenAI does: `{"error": {"message", "type", "param", "code"}}`.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl ApiError {
+    /// A 400 invalid-request error.
+    pub fn bad(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    /// A 500 server error.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let kind = if self.status.is_client_error() {
+            "invalid_request_error"
+        } else {
+            "server_error"
+        };
+        let body = json!({"error": {
+            "message": self.message,
+            "type": kind,
+            "param": Value::Null,
+            "code": self.status.as_u16(),
+        }});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+/// Parses a JSON request body; a bad body is a 400 that says what is wrong.
+pub fn parse_body<T: DeserializeOwned>(bytes: &[u8], route: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad(format!("{route}: invalid request body: {e}")))
+}
+
+/// OpenAI's prompt: a string, strings, token ids, or lists of token ids.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum PromptInput {
+    /// One text prompt.
+    Text(String),
+    /// One token-id prompt.
+    Ids(Vec<TokenId>),
+    /// Several text prompts.
+    Texts(Vec<String>),
+    /// Several token-id prompts.
+    IdLists(Vec<Vec<TokenId>>),
+}
+
+/// Sampling fields shared by the completion and chat requests.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SamplingFields {
+    /// Softmax temperature (default 1).
+    pub temperature: Option<f32>,
+    /// Nucleus mass (default 1).
+    pub top_p: Option<f32>,
+    /// Top-k (`0` or `-1`: off; vLLM's extension).
+    pub top_k: Option<i64>,
+    /// Seed of the sampling stream.
+    pub seed: Option<u64>,
+    /// Extra stop ids (vLLM's extension); the stop id is kept in the output ids.
+    pub stop_token_ids: Option<Vec<TokenId>>,
+    /// Stop strings: only `null` or empty is accepted (use `stop_token_ids`).
+    pub stop: Option<Value>,
+    /// Streaming is not supported; only `false` is accepted.
+    pub stream: Option<bool>,
+    /// Choices per prompt (default 1).
+    pub n: Option<usize>,
+}
+
+impl SamplingFields {
+    /// Sampling params for `max_tokens`, with `format_stops` added unless `ignore_eos`.
+    pub fn params(
+        &self,
+        max_tokens: usize,
+        format_stops: Vec<TokenId>,
+        ignore_eos: bool,
+    ) -> Result<SamplingParams, ApiError> {
+        if self.stream == Some(true) {
+            return Err(ApiError::bad("stream: streaming is not supported"));
+        }
+        match &self.stop {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) if a.is_empty() => {}
+            Some(other) => {
+                return Err(ApiError::bad(format!(
+                    "stop: stop strings ({other}) are not supported; use stop_token_ids"
+                )));
+            }
+        }
+        let mut stop_ids = self.stop_token_ids.clone().unwrap_or_default();
+        if !ignore_eos {
+            for id in format_stops {
+                if !stop_ids.contains(&id) {
+                    stop_ids.push(id);
+                }
+            }
+        }
+        let params = SamplingParams {
+            temperature: self.temperature.unwrap_or(1.0),
+            top_p: self.top_p.unwrap_or(1.0),
+            top_k: self.top_k.filter(|&k| k > 0).map_or(0, |k| k as usize),
+            max_new_tokens: max_tokens,
+            stop_ids,
+            seed: self.seed,
+        };
+        params
+            .validate()
+            .map_err(|e| ApiError::bad(e.to_string()))?;
+        Ok(params)
+    }
+
+    /// Choices per prompt, at least 1 and at most 64.
+    pub fn choices(&self) -> Result<usize, ApiError> {
+        match self.n.unwrap_or(1) {
+            n @ 1..=64 => Ok(n),
+            n => Err(ApiError::bad(format!("n must be in 1..=64, got {n}"))),
+        }
+    }
+}
+
+/// `POST /v1/completions`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CompletionRequest {
+    /// Model name (any name is accepted).
+    pub model: Option<String>,
+    /// The prompt(s).
+    pub prompt: PromptInput,
+    /// Tokens to generate (default 16, as OpenAI).
+    pub max_tokens: Option<usize>,
+    /// Sampling.
+    #[serde(flatten)]
+    pub sampling: SamplingFields,
+    /// Return per-token log-probabilities (any value >= 0; alternatives are not returned).
+    pub logprobs: Option<u32>,
+    /// Write tokens as `token_id:N` (vLLM's extension).
+    #[serde(default)]
+    pub return_tokens_as_token_ids: bool,
+    /// Do not stop at the chat format's end-of-turn ids (vLLM's extension).
+    #[serde(default)]
+    pub ignore_eos: bool,
+    /// Echoing the prompt is not supported.
+    #[serde(default)]
+    pub echo: bool,
+}
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ChatRequest {
+    /// Model name (any name is accepted).
+    pub model: Option<String>,
+    /// The conversation.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    #[serde(default)]
+    pub tools: Option<Vec<ToolSpec>>,
+    /// `"none"` hides the tools; anything else lets the model decide.
+    #[serde(default)]
+    pub tool_choice: Option<Value>,
+    /// Tokens to generate.
+    pub max_tokens: Option<usize>,
+    /// Newer name of `max_tokens`.
+    pub max_completion_tokens: Option<usize>,
+    /// Sampling.
+    #[serde(flatten)]
+    pub sampling: SamplingFields,
+    /// Return per-token log-probabilities.
+    #[serde(default)]
+    pub logprobs: bool,
+}
+
+/// SGLang's `POST /generate`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GenerateRequest {
+    /// Prompt ids.
+    pub input_ids: Option<Vec<TokenId>>,
+    /// Prompt text (when no ids are given).
+    pub text: Option<String>,
+    /// Sampling.
+    #[serde(default)]
+    pub sampling_params: GenerateSampling,
+    /// Streaming is not supported.
+    #[serde(default)]
+    pub stream: bool,
+}
+
+/// SGLang's `sampling_params`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct GenerateSampling {
+    /// Tokens to generate (default 128, as SGLang).
+    pub max_new_tokens: Option<usize>,
+    /// Softmax temperature.
+    pub temperature: Option<f32>,
+    /// Nucleus mass.
+    pub top_p: Option<f32>,
+    /// Top-k (`-1`: off).
+    pub top_k: Option<i64>,
+    /// Stop ids.
+    pub stop_token_ids: Option<Vec<TokenId>>,
+    /// Do not stop at the chat format's end-of-turn ids.
+    #[serde(default)]
+    pub ignore_eos: bool,
+    /// Seed of the sampling stream.
+    pub sampling_seed: Option<u64>,
+}
+
+impl GenerateSampling {
+    /// The same fields in the completion shape.
+    pub fn fields(&self) -> SamplingFields {
+        SamplingFields {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            seed: self.sampling_seed,
+            stop_token_ids: self.stop_token_ids.clone(),
+            ..SamplingFields::default()
+        }
+    }
+}
+
+/// `POST /v1/load_weights`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LoadWeightsRequest {
+    /// Checkpoint to load (a safetensors file, an AgentRL run directory, a Hugging Face
+    /// directory or a `.gguf` file, matching the served model).
+    pub path: std::path::PathBuf,
+    /// The new policy version (default: the current one plus 1).
+    pub version: Option<u64>,
+}

@@ -1,0 +1,274 @@
+//! The generation routes of `agentrl serve`: OpenAI completions and chat completions, and
+//! SGLang's `/generate`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use agentrl_core::{FinishReason, Generation, GenerationRequest, Policy, SamplingParams, TokenId};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::ServeState;
+use super::api::{
+    ApiError, ChatRequest, CompletionRequest, GenerateRequest, PromptInput, parse_body,
+};
+
+/// The state handlers receive.
+pub(crate) type Shared = Arc<ServeState>;
+
+/// Seconds since the Unix epoch (OpenAI's `created`).
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Rejects prompts that are empty, hold ids outside the vocabulary or leave no room to generate.
+fn check_prompt(s: &ServeState, ids: &[TokenId], index: usize) -> Result<(), ApiError> {
+    let m = &s.model;
+    if ids.is_empty() {
+        return Err(ApiError::bad(format!("prompt {index} is empty")));
+    }
+    if let Some(bad) = ids.iter().find(|&&id| id as usize >= m.vocab_size) {
+        return Err(ApiError::bad(format!(
+            "prompt {index} has token id {bad}, outside the vocabulary of {}",
+            m.vocab_size
+        )));
+    }
+    if ids.len() >= m.context_len {
+        return Err(ApiError::bad(format!(
+            "prompt {index} has {} tokens; the model's context is {} tokens, so nothing can be \
+             generated",
+            ids.len(),
+            m.context_len
+        )));
+    }
+    Ok(())
+}
+
+/// Generates `n` choices per prompt (seeds `seed + j` when a seed is given), in one batch.
+async fn generate_rows(
+    s: &ServeState,
+    prompts: &[Vec<TokenId>],
+    params: &SamplingParams,
+    n: usize,
+) -> Result<Vec<Generation>, ApiError> {
+    let mut rows = Vec::with_capacity(prompts.len() * n);
+    for (i, p) in prompts.iter().enumerate() {
+        check_prompt(s, p, i)?;
+        for j in 0..n {
+            let mut params = params.clone();
+            params.seed = params.seed.map(|seed| seed.wrapping_add(j as u64));
+            rows.push(GenerationRequest::new(p.clone(), params));
+        }
+    }
+    s.model
+        .policy
+        .generate(rows)
+        .await
+        .map_err(|e| ApiError::internal(format!("generation failed: {e}")))
+}
+
+fn finish_name(g: &Generation) -> &'static str {
+    match g.finish {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+    }
+}
+
+/// The generated ids without the final stop id (for text output).
+fn body_ids(g: &Generation) -> &[TokenId] {
+    match (g.finish, g.ids.split_last()) {
+        (FinishReason::Stop, Some((_, rest))) => rest,
+        _ => &g.ids,
+    }
+}
+
+fn usage(prompt: usize, completion: usize) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion,
+           "total_tokens": prompt + completion})
+}
+
+/// `POST /v1/completions`: text or token-id prompts; logprobs; generated ids in `token_ids`.
+pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
+    let req: CompletionRequest = parse_body(&body, "/v1/completions")?;
+    if req.echo {
+        return Err(ApiError::bad("echo: echoing the prompt is not supported"));
+    }
+    let codec = &s.model.codec;
+    let encode = |t: &str| {
+        codec
+            .encode(t)
+            .map_err(|e| ApiError::bad(format!("prompt: {e}")))
+    };
+    let prompts: Vec<Vec<TokenId>> = match &req.prompt {
+        PromptInput::Text(t) => vec![encode(t)?],
+        PromptInput::Ids(ids) => vec![ids.clone()],
+        PromptInput::Texts(ts) => ts.iter().map(|t| encode(t)).collect::<Result<_, _>>()?,
+        PromptInput::IdLists(lists) => lists.clone(),
+    };
+    if prompts.is_empty() {
+        return Err(ApiError::bad("prompt: no prompt given"));
+    }
+    let n = req.sampling.choices()?;
+    let params = req.sampling.params(
+        req.max_tokens.unwrap_or(16),
+        codec.format().stop_ids(),
+        req.ignore_eos,
+    )?;
+    let generations = generate_rows(&s, &prompts, &params, n).await?;
+    let mut choices = Vec::with_capacity(generations.len());
+    let mut completion_tokens = 0;
+    for (index, g) in generations.iter().enumerate() {
+        completion_tokens += g.ids.len();
+        let logprobs = req.logprobs.map(|_| {
+            let tokens: Vec<String> = g
+                .ids
+                .iter()
+                .map(|&id| {
+                    if req.return_tokens_as_token_ids {
+                        format!("token_id:{id}")
+                    } else {
+                        codec.decode(&[id])
+                    }
+                })
+                .collect();
+            let mut offset = 0;
+            let offsets: Vec<usize> = tokens
+                .iter()
+                .map(|t| {
+                    let here = offset;
+                    offset += t.chars().count();
+                    here
+                })
+                .collect();
+            json!({"tokens": tokens, "token_logprobs": g.logprobs, "top_logprobs": Value::Null,
+                   "text_offset": offsets})
+        });
+        choices.push(json!({
+            "index": index, "text": codec.decode(body_ids(g)), "logprobs": logprobs,
+            "finish_reason": finish_name(g), "token_ids": g.ids,
+        }));
+    }
+    let prompt_tokens: usize = prompts.iter().map(|p| p.len() * n).sum();
+    let version = generations
+        .first()
+        .map_or(s.model.policy.version(), |g| g.policy_version);
+    Ok(Json(json!({
+        "id": format!("cmpl-{}", s.next_id.fetch_add(1, Ordering::Relaxed)),
+        "object": "text_completion", "created": now_secs(), "model": s.model.name,
+        "choices": choices, "usage": usage(prompt_tokens, completion_tokens),
+        "policy_version": version,
+    })))
+}
+
+/// `POST /v1/chat/completions`: messages and tools rendered by the model's chat format; tool
+/// calls parsed back into OpenAI's `tool_calls`.
+pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
+    let req: ChatRequest = parse_body(&body, "/v1/chat/completions")?;
+    if req.messages.is_empty() {
+        return Err(ApiError::bad("messages: at least one message is needed"));
+    }
+    let tools = match req.tool_choice.as_ref().and_then(Value::as_str) {
+        Some("none") => Vec::new(),
+        _ => req.tools.clone().unwrap_or_default(),
+    };
+    let codec = &s.model.codec;
+    let prompt = codec
+        .render_chat(&req.messages, &tools)
+        .map_err(|e| ApiError::bad(format!("messages: cannot render them: {e}")))?;
+    check_prompt(&s, &prompt, 0)?;
+    let room = s.model.context_len - prompt.len();
+    let max = req.max_completion_tokens.or(req.max_tokens).unwrap_or(room);
+    let n = req.sampling.choices()?;
+    let params = req.sampling.params(max, codec.format().stop_ids(), false)?;
+    let generations = generate_rows(&s, std::slice::from_ref(&prompt), &params, n).await?;
+    let id = s.next_id.fetch_add(1, Ordering::Relaxed);
+    let mut choices = Vec::with_capacity(n);
+    let mut completion_tokens = 0;
+    for (index, g) in generations.iter().enumerate() {
+        completion_tokens += g.ids.len();
+        let parsed = codec
+            .format()
+            .parse_assistant(&g.ids, &format!("call_{id}_{index}_"));
+        let finish = if !parsed.message.tool_calls.is_empty() {
+            "tool_calls"
+        } else {
+            finish_name(g)
+        };
+        let logprobs = req.logprobs.then(|| {
+            let content: Vec<Value> = g
+                .ids
+                .iter()
+                .zip(&g.logprobs)
+                .map(|(&t, &lp)| {
+                    json!({"token": codec.decode(&[t]), "logprob": lp, "bytes": Value::Null,
+                           "top_logprobs": []})
+                })
+                .collect();
+            json!({ "content": content })
+        });
+        choices.push(json!({
+            "index": index, "message": parsed.message, "logprobs": logprobs,
+            "finish_reason": finish, "token_ids": g.ids, "parse_error": parsed.error,
+        }));
+    }
+    let version = generations
+        .first()
+        .map_or(s.model.policy.version(), |g| g.policy_version);
+    Ok(Json(json!({
+        "id": format!("chatcmpl-{id}"), "object": "chat.completion", "created": now_secs(),
+        "model": s.model.name, "choices": choices,
+        "usage": usage(prompt.len() * n, completion_tokens), "policy_version": version,
+    })))
+}
+
+/// `POST /generate` (SGLang's native API): `input_ids` or `text` in; `output_ids` and
+/// `meta_info.output_token_logprobs` (`[logprob, id, null]`) out.
+pub async fn generate(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
+    let req: GenerateRequest = parse_body(&body, "/generate")?;
+    if req.stream {
+        return Err(ApiError::bad("stream: streaming is not supported"));
+    }
+    let codec = &s.model.codec;
+    let ids = match (&req.input_ids, &req.text) {
+        (Some(ids), _) => ids.clone(),
+        (None, Some(text)) => codec
+            .encode(text)
+            .map_err(|e| ApiError::bad(format!("text: {e}")))?,
+        (None, None) => return Err(ApiError::bad("give input_ids or text")),
+    };
+    let sp = &req.sampling_params;
+    let params = sp.fields().params(
+        sp.max_new_tokens.unwrap_or(128),
+        codec.format().stop_ids(),
+        sp.ignore_eos,
+    )?;
+    let g = generate_rows(&s, std::slice::from_ref(&ids), &params, 1)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::internal("generation returned nothing"))?;
+    let entries: Vec<Value> = g
+        .ids
+        .iter()
+        .zip(&g.logprobs)
+        .map(|(&id, &lp)| json!([lp, id, Value::Null]))
+        .collect();
+    let finish = match g.finish {
+        FinishReason::Stop => json!({"type": "stop", "matched": g.ids.last()}),
+        FinishReason::Length => json!({"type": "length", "length": g.ids.len()}),
+    };
+    Ok(Json(json!({
+        "text": codec.decode(body_ids(&g)), "output_ids": g.ids,
+        "meta_info": {
+            "id": s.next_id.fetch_add(1, Ordering::Relaxed).to_string(),
+            "finish_reason": finish, "prompt_tokens": ids.len(),
+            "completion_tokens": g.ids.len(), "output_token_logprobs": entries,
+            "policy_version": g.policy_version,
+        },
+        "policy_version": g.policy_version,
+    })))
+}

@@ -1,0 +1,176 @@
+//! `agentrl serve`: an OpenAI-compatible HTTP server (axum) for a tch model, so remote
+//! [`agentrl_policy::HttpPolicy`] clients, stock OpenAI clients and trainers can use it.
+//!
+//! Routes: `GET /v1/models`, `POST /v1/completions` (text or token-id prompts, `logprobs`,
+//! generated ids in each choice's `token_ids`, vLLM's `return_tokens_as_token_ids`,
+//! `stop_token_ids` and `ignore_eos`), `POST /v1/chat/completions` (tools rendered by the model's
+//! chat format, tool calls returned in OpenAI's `tool_calls`), SGLang's `POST /generate`,
+//! `POST /v1/load_weights {"path", "version"?}` (new weights into the running model) and
+//! `GET /health`. Every answer carries the extension field `policy_version`. Concurrent requests
+//! share forward batches on the model thread ([`agentrl_policy::TchPolicy`]). Any `model` name
+//! in a request is accepted: one model is served. Errors are OpenAI-shaped JSON; bad input is a
+//! 400 that says what is wrong. Streaming and stop strings are not supported (400). With
+//! `--api-key KEY` every route but `/health` needs `Authorization: Bearer KEY` (401 otherwise);
+//! without one, anyone who can reach the port can generate and load weights from any path the
+//! process can read, so keep such a server on 127.0.0.1 or a trusted network.
+
+pub mod admin;
+pub mod api;
+pub mod handlers;
+pub mod model;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use agentrl_core::{Error, Result};
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use clap::Args;
+
+pub use model::{Codec, ServedModel};
+
+/// Arguments of `agentrl serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Model: a .gguf file, a Hugging Face directory, or an AgentRL run directory / checkpoint
+    /// (.safetensors inside a run, or with --config).
+    #[arg(long)]
+    pub model: PathBuf,
+    /// Run config (TOML) giving the shape of a bare AgentRL checkpoint.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Port to listen on (0 picks a free one; the bound address is printed).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Name listed by /v1/models (default: the model path's file name).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Most rows in one forward batch.
+    #[arg(long, default_value_t = 64)]
+    pub max_batch: usize,
+    /// Seed of the sampling streams of requests without a seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Require `Authorization: Bearer KEY` on every route but /health.
+    #[arg(long)]
+    pub api_key: Option<String>,
+}
+
+/// Shared state of the server.
+pub struct ServeState {
+    /// The served model.
+    pub model: ServedModel,
+    /// Next response id.
+    pub next_id: AtomicU64,
+    /// Serialises weight reloads.
+    pub loading: tokio::sync::Mutex<()>,
+    /// The bearer token every route but `/health` requires, when set.
+    pub api_key: Option<String>,
+}
+
+impl ServeState {
+    /// State serving `model` to anyone.
+    pub fn new(model: ServedModel) -> Arc<Self> {
+        Self::with_api_key(model, None)
+    }
+
+    /// State serving `model` to callers that send `Authorization: Bearer KEY`.
+    pub fn with_api_key(model: ServedModel, api_key: Option<String>) -> Arc<Self> {
+        Arc::new(ServeState {
+            model,
+            next_id: AtomicU64::new(0),
+            loading: tokio::sync::Mutex::new(()),
+            api_key,
+        })
+    }
+}
+
+/// Rejects requests without the server's API key (when it has one); `/health` stays open.
+async fn require_key(
+    State(state): State<Arc<ServeState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(key) = &state.api_key else {
+        return next.run(request).await;
+    };
+    let sent = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if sent == Some(key.as_str()) || request.uri().path() == "/health" {
+        return next.run(request).await;
+    }
+    api::ApiError {
+        status: StatusCode::UNAUTHORIZED,
+        message: "missing or wrong API key: send `Authorization: Bearer KEY`".into(),
+    }
+    .into_response()
+}
+
+/// The axum app over `state`.
+pub fn app(state: Arc<ServeState>) -> Router {
+    Router::new()
+        .route("/v1/models", get(admin::models))
+        .route("/v1/completions", post(handlers::completions))
+        .route("/v1/chat/completions", post(handlers::chat))
+        .route("/generate", post(handlers::generate))
+        .route("/v1/load_weights", post(admin::load_weights))
+        .route("/health", get(admin::health))
+        .layer(middleware::from_fn_with_state(state.clone(), require_key))
+        .with_state(state)
+}
+
+/// Loads the model, serves it until Ctrl-C, then lets requests in flight finish.
+pub async fn run(args: ServeArgs) -> Result<()> {
+    let device = crate::run::default_device();
+    let load_args = args.clone();
+    let model = tokio::task::spawn_blocking(move || {
+        ServedModel::load(
+            &load_args.model,
+            load_args.config.as_deref(),
+            load_args.served_model_name,
+            device,
+            load_args.max_batch,
+            load_args.seed,
+        )
+    })
+    .await
+    .map_err(|e| Error::Policy(format!("model loading task failed: {e}")))??;
+    let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+        .await
+        .map_err(|e| {
+            Error::Config(format!(
+                "cannot listen on {}:{} (--host/--port): {e}",
+                args.host, args.port
+            ))
+        })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Error::Config(format!("listening address: {e}")))?;
+    println!(
+        "serving `{}` (context {} tokens) on http://{bound}/v1 (Ctrl-C stops it)",
+        model.name, model.context_len
+    );
+    axum::serve(listener, app(ServeState::with_api_key(model, args.api_key)))
+        .with_graceful_shutdown(async {
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                tracing::warn!("cannot listen for Ctrl-C ({e}); serving until killed");
+                std::future::pending::<()>().await;
+            }
+        })
+        .await
+        .map_err(|e| Error::Policy(format!("server failed: {e}")))?;
+    println!("server stopped");
+    Ok(())
+}

@@ -1,0 +1,603 @@
+//! `agentrl serve` over real HTTP on 127.0.0.1: `HttpPolicy` (both API flavours) is token-exact
+//! against the same `TchPolicy` called directly; chat completions return OpenAI `tool_calls`;
+//! weight reloads change outputs and the version; bad requests are OpenAI-shaped 400s; a
+//! cross-policy rollout over two servers records which policy produced each turn; a tiny
+//! random Llama (GGUF) is served token-exactly and reloads; the `agentrl serve` command runs;
+//! and the stock Python `openai` client works against it (skipped when the package is missing).
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use agentrl_core::{
+    FinishReason, GenerationRequest, Message, Outcome, Policy, SamplingParams, Split, ToolCall,
+    ToolSpec, Trajectory, Turn,
+};
+use agentrl_policy::{
+    ApiFlavor, ChatFormat, CrossPolicy, HttpPolicy, HttpPolicyConfig, TchPolicy, TinyChatFormat,
+};
+use agentrl_trainer::learner::Learner;
+use agentrl_trainer::model_load::{load_llama_chat, load_tiny};
+use agentrl_trainer::rollout::{RolloutContext, run_many};
+use agentrl_trainer::serve::{ServeState, ServedModel, app};
+use serde_json::{Value, json};
+use tch::Device;
+
+mod common;
+
+const CONTEXT: usize = 256;
+
+/// A run directory with a tiny model: random weights, weights trained to call the
+/// calculator on "Compute 6*7", and weights of another shape.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    random: PathBuf,
+    tool: PathBuf,
+    wrong_shape: PathBuf,
+}
+
+fn calculator() -> ToolSpec {
+    ToolSpec::function(
+        "calculator",
+        "Evaluates an arithmetic expression",
+        json!({"type": "object", "properties": {"expression": {"type": "string"}},
+               "required": ["expression"]}),
+    )
+}
+
+fn tool_call_demo(fmt: &TinyChatFormat) -> Trajectory {
+    let prompt = fmt.render_prompt(&[Message::user("Compute 6*7")], &[calculator()]);
+    let call = ToolCall::new("c0", "calculator", &json!({"expression": "6*7"}));
+    let generated = fmt.render_assistant(&Message::assistant_tool_calls(None, vec![call]));
+    Trajectory {
+        env_id: "demo".into(),
+        task_id: "t".into(),
+        split: Split::Train,
+        group_id: 0,
+        messages: vec![],
+        turns: vec![Turn {
+            injected_ids: prompt,
+            logprobs: vec![0.0; generated.len()],
+            generated_ids: generated,
+            policy_version: 0,
+            policy_name: None,
+            finish: FinishReason::Stop,
+            reward: 0.0,
+            invalid_action: None,
+        }],
+        outcome: Outcome::Completed,
+        success: true,
+        score: None,
+        tool_calls: 0,
+        tool_errors: 0,
+        reward: 0.0,
+        reward_parts: Default::default(),
+    }
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = common::tiny_config(1);
+        config.model.max_seq_len = CONTEXT;
+        std::fs::write(
+            dir.path().join("config.toml"),
+            toml::to_string_pretty(&config).unwrap(),
+        )
+        .unwrap();
+        let fmt = TinyChatFormat::new();
+        let ckpt = dir.path().join("checkpoints");
+        tch::manual_seed(11);
+        let gpt = config.model.gpt(fmt.vocab_size());
+        let mut learner = Learner::new(gpt.clone(), 1e-2, Device::Cpu).unwrap();
+        let random = ckpt.join("random.safetensors");
+        learner.save(&random).unwrap();
+        let demo = tool_call_demo(&fmt);
+        for _ in 0..150 {
+            learner.sft_step(&[&demo], 1.0);
+        }
+        let tool = ckpt.join("tool.safetensors");
+        learner.save(&tool).unwrap();
+        let mut other = gpt;
+        other.d_model = 16;
+        let wrong_shape = ckpt.join("wrong.safetensors");
+        Learner::new(other, 1e-3, Device::Cpu)
+            .unwrap()
+            .save(&wrong_shape)
+            .unwrap();
+        Fixture {
+            _dir: dir,
+            random,
+            tool,
+            wrong_shape,
+        }
+    })
+}
+
+/// Serves the checkpoint `path` (shape from the run's config.toml) on 127.0.0.1:0.
+async fn start(path: &std::path::Path) -> (String, Arc<ServeState>) {
+    let model = ServedModel::load(path, None, Some("tiny".into()), Device::Cpu, 16, 0).unwrap();
+    let state = ServeState::new(model);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = app(state.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (format!("http://{addr}"), state)
+}
+
+fn http(base: &str, flavor: ApiFlavor, name: Option<&str>) -> HttpPolicy {
+    let mut c = HttpPolicyConfig::new(base, "tiny");
+    c.flavor = flavor;
+    c.name = name.map(String::from);
+    HttpPolicy::new(c).unwrap()
+}
+
+fn direct(path: &std::path::Path) -> TchPolicy {
+    let (vs, model, _) = load_tiny(path, None, Device::Cpu).unwrap();
+    TchPolicy::spawn(vs, model, 16, 0).unwrap()
+}
+
+fn param_sets(stops: Vec<u32>) -> Vec<SamplingParams> {
+    let mut greedy = SamplingParams::greedy(24);
+    greedy.stop_ids = stops.clone();
+    let seeded = SamplingParams {
+        temperature: 1.0,
+        max_new_tokens: 24,
+        stop_ids: stops.clone(),
+        seed: Some(42),
+        ..SamplingParams::default()
+    };
+    let nucleus = SamplingParams {
+        temperature: 0.8,
+        top_p: 0.9,
+        top_k: 20,
+        max_new_tokens: 24,
+        stop_ids: stops,
+        seed: Some(7),
+    };
+    vec![greedy, seeded, nucleus]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_policy_is_token_exact_against_the_same_tch_policy() {
+    let f = fixture();
+    let (base, _state) = start(&f.tool).await;
+    let local = direct(&f.tool);
+    let fmt = TinyChatFormat::new();
+    let prompts = vec![
+        fmt.render_prompt(&[Message::user("Compute 6*7")], &[calculator()]),
+        fmt.render_prompt(&[Message::user("Compute 12+30")], &[]),
+    ];
+    for flavor in [ApiFlavor::OpenAiCompletions, ApiFlavor::SglangGenerate] {
+        let remote = http(&base, flavor, None);
+        for params in param_sets(fmt.stop_ids()) {
+            for prompt in &prompts {
+                let req = GenerationRequest::new(prompt.clone(), params.clone());
+                let want = local.generate(vec![req.clone()]).await.unwrap().remove(0);
+                let got = remote.generate(vec![req]).await.unwrap().remove(0);
+                assert!(!want.ids.is_empty());
+                assert_eq!(got.ids, want.ids, "{flavor:?} {params:?}");
+                assert_eq!(got.logprobs, want.logprobs, "{flavor:?} {params:?}");
+                assert_eq!(got.finish, want.finish);
+                assert_eq!(got.policy_version, 0);
+            }
+        }
+    }
+    // Concurrent requests (batched together on the server) give the same ids.
+    let remote = http(&base, ApiFlavor::OpenAiCompletions, None);
+    let reqs: Vec<GenerationRequest> = (0..8u64)
+        .map(|i| {
+            let mut p = param_sets(fmt.stop_ids())[1].clone();
+            p.seed = Some(i);
+            GenerationRequest::new(prompts[(i % 2) as usize].clone(), p)
+        })
+        .collect();
+    let together = remote.generate(reqs.clone()).await.unwrap();
+    for (req, got) in reqs.into_iter().zip(together) {
+        let want = local.generate(vec![req]).await.unwrap().remove(0);
+        assert_eq!(got.ids, want.ids);
+        for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
+            assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_returns_tool_calls_and_weight_reloads_change_outputs_and_version() {
+    let f = fixture();
+    let (base, state) = start(&f.random).await;
+    let remote = http(&base, ApiFlavor::OpenAiCompletions, None);
+    let messages = [Message::user("Compute 6*7")];
+    let greedy = SamplingParams::greedy(40);
+    let before = remote
+        .chat(&messages, &[calculator()], &greedy)
+        .await
+        .unwrap();
+    assert_eq!(before.policy_version, Some(0));
+
+    for bad in [
+        &f.wrong_shape,
+        &f.random.with_file_name("missing.safetensors"),
+    ] {
+        let err = remote
+            .post_json("/v1/load_weights", &json!({ "path": bad }))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("HTTP 400") && err.contains("loading weights"),
+            "{err}"
+        );
+    }
+    assert_eq!(state.model.policy.version(), 0);
+
+    let loaded = remote
+        .post_json("/v1/load_weights", &json!({ "path": f.tool }))
+        .await
+        .unwrap();
+    assert_eq!(loaded["policy_version"], 1);
+    let after = remote
+        .chat(&messages, &[calculator()], &greedy)
+        .await
+        .unwrap();
+    assert_eq!(after.policy_version, Some(1));
+    assert_ne!(after.message, before.message);
+    assert_eq!(after.finish_reason, "tool_calls");
+    let call = &after.message.tool_calls[0];
+    assert_eq!(call.function.name, "calculator");
+    assert_eq!(
+        call.function.parse_arguments().unwrap(),
+        json!({"expression": "6*7"})
+    );
+
+    let fmt = TinyChatFormat::new();
+    let prompt = fmt.render_prompt(&messages, &[calculator()]);
+    let g = remote
+        .generate(vec![GenerationRequest::new(
+            prompt,
+            param_sets(fmt.stop_ids())[0].clone(),
+        )])
+        .await
+        .unwrap();
+    assert_eq!(g[0].policy_version, 1);
+    assert_eq!(remote.version(), 1);
+    let explicit = remote
+        .post_json(
+            "/v1/load_weights",
+            &json!({ "path": f.random, "version": 9 }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(explicit["policy_version"], 9);
+    let back = remote
+        .chat(&messages, &[calculator()], &greedy)
+        .await
+        .unwrap();
+    assert_eq!(back.policy_version, Some(9));
+    assert_eq!(back.message.content, before.message.content);
+    let functions =
+        |m: &Message| -> Vec<_> { m.tool_calls.iter().map(|c| c.function.clone()).collect() };
+    assert_eq!(functions(&back.message), functions(&before.message));
+}
+
+async fn post_raw(base: &str, route: &str, body: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}{route}"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_openai_shaped_400s() {
+    let (base, _state) = start(&fixture().random).await;
+    let long: Vec<u32> = vec![65; CONTEXT];
+    let cases = [
+        (
+            "/v1/completions",
+            "{not json".to_string(),
+            "invalid request body",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": long}).to_string(),
+            "context",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": [1, 99999]}).to_string(),
+            "vocabulary",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "hi", "stream": true}).to_string(),
+            "stream",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "hi", "stop": ["x"]}).to_string(),
+            "stop_token_ids",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "hi", "temperature": -1}).to_string(),
+            "temperature",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": "hi"}).to_string(),
+            "invalid request body",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": []}).to_string(),
+            "at least one",
+        ),
+        (
+            "/generate",
+            json!({"sampling_params": {}}).to_string(),
+            "input_ids",
+        ),
+        (
+            "/v1/load_weights",
+            json!({"paths": "x"}).to_string(),
+            "missing field `path`",
+        ),
+    ];
+    for (route, body, needle) in cases {
+        let (status, answer) = post_raw(&base, route, &body).await;
+        assert_eq!(status, 400, "{route} {body}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{route}: {message}");
+        assert_eq!(answer["error"]["type"], "invalid_request_error");
+    }
+    // Any model name is served; text prompts work; n choices come back.
+    let body = json!({"model": "whatever", "prompt": "Compute", "max_tokens": 3, "n": 2,
+                      "logprobs": 0, "seed": 1, "ignore_eos": true});
+    let (status, answer) = post_raw(&base, "/v1/completions", &body.to_string()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["choices"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        answer["choices"][0]["token_ids"].as_array().unwrap().len(),
+        3
+    );
+    assert_eq!(answer["usage"]["completion_tokens"], 6);
+    let models = reqwest::get(format!("{base}/v1/models")).await.unwrap();
+    let models: Value = models.json().await.unwrap();
+    assert_eq!(models["data"][0]["id"], "tiny");
+    assert_eq!(models["data"][0]["max_model_len"], CONTEXT);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_policy_rollouts_record_which_server_produced_each_turn() {
+    let f = fixture();
+    let (base_a, _a) = start(&f.random).await;
+    let (base_b, _b) = start(&f.tool).await;
+    let members: Vec<(String, Arc<dyn Policy>, f64)> = vec![
+        (
+            "random".into(),
+            Arc::new(http(&base_a, ApiFlavor::OpenAiCompletions, None)),
+            0.5,
+        ),
+        (
+            "sft".into(),
+            Arc::new(http(&base_b, ApiFlavor::SglangGenerate, None)),
+            0.5,
+        ),
+    ];
+    let ctx = RolloutContext {
+        factory: agentrl_env::lookup("arith-calc").unwrap(),
+        policy: Arc::new(CrossPolicy::new(members, 3).unwrap()),
+        format: Arc::new(TinyChatFormat::new()),
+        max_seq_len: CONTEXT,
+    };
+    let tasks = (0..16)
+        .map(|i| (ctx.factory.task(Split::Train, i), i))
+        .collect();
+    let params = SamplingParams {
+        max_new_tokens: 24,
+        seed: None,
+        ..SamplingParams::default()
+    };
+    let trajectories = run_many(&ctx, tasks, &params).await.unwrap();
+    let names: Vec<&str> = trajectories
+        .iter()
+        .flat_map(|t| &t.turns)
+        .map(|turn| turn.policy_name.as_deref().unwrap())
+        .collect();
+    assert!(names.len() >= 16);
+    assert!(
+        names.contains(&"random") && names.contains(&"sft"),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| *n == "random" || *n == "sft"));
+    let line = serde_json::to_string(&trajectories[0]).unwrap();
+    assert!(line.contains("\"policy_name\""), "{line}");
+}
+
+const OPENAI_SCRIPT: &str = r#"
+import json, sys, openai
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused")
+tools = [{"type": "function", "function": {"name": "calculator",
+          "description": "Evaluates an arithmetic expression",
+          "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
+                         "required": ["expression"]}}}]
+chat = client.chat.completions.create(model="tiny", temperature=0, max_tokens=40, tools=tools,
+    messages=[{"role": "user", "content": "Compute 6*7"}])
+choice = chat.choices[0]
+assert choice.finish_reason == "tool_calls", chat
+call = choice.message.tool_calls[0]
+assert call.type == "function" and call.function.name == "calculator", call
+assert json.loads(call.function.arguments) == {"expression": "6*7"}, call
+done = client.completions.create(model="tiny", prompt="Compute 6*7", max_tokens=5,
+    temperature=0, logprobs=1, extra_body={"return_tokens_as_token_ids": True})
+lp = done.choices[0].logprobs
+assert len(lp.tokens) == len(lp.token_logprobs) == 5, lp
+assert all(t.startswith("token_id:") for t in lp.tokens), lp
+ids = client.completions.create(model="tiny", prompt=[60, 61, 62], max_tokens=2, temperature=0)
+assert ids.choices[0].finish_reason in ("stop", "length")
+assert [m.id for m in client.models.list().data] == ["tiny"]
+print("openai client ok")
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stock_openai_python_client_works() {
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import openai"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        println!(
+            "SKIPPED stock_openai_python_client_works: python3 with the `openai` package is missing (pip install openai)"
+        );
+        return;
+    }
+    let (base, _state) = start(&fixture().tool).await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("client.py");
+    std::fs::write(&script, OPENAI_SCRIPT).unwrap();
+    let out = tokio::process::Command::new("python3")
+        .arg(&script)
+        .arg(&base)
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("ALL_PROXY")
+        .env_remove("all_proxy")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stdout.contains("openai client ok"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serve_command_listens_and_answers() {
+    use tokio::io::AsyncBufReadExt;
+    let f = fixture();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentrl"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--served-model-name",
+            "cli",
+            "--api-key",
+            "sesame",
+            "--model",
+        ])
+        .arg(&f.tool)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
+        .await
+        .expect("agentrl serve printed nothing")
+        .unwrap()
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"));
+    let web = reqwest::Client::new();
+    let denied = web.get(format!("{url}/models")).send().await.unwrap();
+    assert_eq!(denied.status().as_u16(), 401);
+    let denied: Value = denied.json().await.unwrap();
+    assert!(
+        denied["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("API key")
+    );
+    let models: Value = web
+        .get(format!("{url}/models"))
+        .bearer_auth("sesame")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "cli");
+    let mut config = HttpPolicyConfig::new(url, "cli");
+    config.api_key = Some("sesame".into());
+    let remote = HttpPolicy::new(config).unwrap();
+    let reply = remote
+        .chat(
+            &[Message::user("Compute 6*7")],
+            &[calculator()],
+            &SamplingParams::greedy(40),
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply.message.tool_calls[0].function.name, "calculator");
+    child.kill().await.unwrap();
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentrl"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            "no/such/model.safetensors",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no/such/model.safetensors"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_llama_gguf_is_served_token_exactly_and_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = common::gguf::write_tiny_model_named(dir.path(), "first.gguf", 17);
+    let second = common::gguf::write_tiny_model_named(dir.path(), "second.gguf", 99);
+    let (base, state) = start(&first).await;
+    assert_eq!(state.model.context_len, 128);
+    let local = |path: &std::path::Path| {
+        let (vs, model, format) = load_llama_chat(path, Device::Cpu).unwrap();
+        (TchPolicy::spawn(vs, model, 16, 0).unwrap(), format)
+    };
+    let (first_local, format) = local(&first);
+    let (second_local, _) = local(&second);
+    let prompt = format.render_prompt(&[Message::user("hello the world")], &[]);
+    let remote = http(&base, ApiFlavor::OpenAiCompletions, None);
+    let check = async |want: &TchPolicy, version: u64| {
+        for params in param_sets(format.stop_ids()) {
+            let req = GenerationRequest::new(prompt.clone(), params);
+            let w = want.generate(vec![req.clone()]).await.unwrap().remove(0);
+            let g = remote.generate(vec![req]).await.unwrap().remove(0);
+            assert_eq!((g.ids, g.logprobs), (w.ids, w.logprobs));
+            assert_eq!(g.policy_version, version);
+        }
+    };
+    check(&first_local, 0).await;
+    let reply = remote
+        .chat(&[Message::user("hello")], &[], &SamplingParams::greedy(8))
+        .await
+        .unwrap();
+    assert!(reply.message.content.is_some());
+    let text = remote
+        .post_json(
+            "/v1/completions",
+            &json!({"prompt": "hello the world", "max_tokens": 4, "ignore_eos": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text["choices"][0]["token_ids"].as_array().unwrap().len(), 4);
+    let loaded = remote
+        .post_json("/v1/load_weights", &json!({ "path": second }))
+        .await
+        .unwrap();
+    assert_eq!(loaded["policy_version"], 1);
+    check(&second_local, 1).await;
+}
