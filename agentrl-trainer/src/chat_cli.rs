@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Message, Result, SamplingParams, SeededRng};
 use agentrl_policy::ChatFormat;
-use agentrl_policy::gguf::GgufFile;
-use agentrl_policy::hf::{ChatTemplate, HfChatFormat, HfTokenizer};
+use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::Llama;
+use agentrl_trainer::pretrained::{load_chat_format, load_llama};
 use clap::Args;
 use tch::Device;
 
@@ -27,48 +27,12 @@ pub struct ChatArgs {
     pub max_new_tokens: usize,
 }
 
-/// Whether `path` names a GGUF file (by extension).
-fn is_gguf(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-}
-
-/// Loads the model and its chat format from a `.gguf` file or a Hugging Face directory.
+/// Loads the model (on the CPU) and its chat format from a `.gguf` file or a Hugging Face
+/// directory.
 pub fn load_chat_model(path: &Path) -> Result<(Llama, HfChatFormat)> {
-    if !path.exists() {
-        return Err(Error::Config(format!(
-            "model {} does not exist",
-            path.display()
-        )));
-    }
-    let hf = |e: agentrl_policy::hf::HfError| Error::Policy(format!("{}: {e}", path.display()));
-    if is_gguf(path) {
-        let file = GgufFile::open(path).map_err(|e| Error::Policy(e.to_string()))?;
-        let tokenizer = HfTokenizer::from_gguf(&file).map_err(hf)?;
-        let template = ChatTemplate::from_gguf(&file).map_err(hf)?;
-        let format = HfChatFormat::new(tokenizer, template).map_err(hf)?;
-        drop(file);
-        let (_vs, model, _config) = Llama::load_gguf(path, Device::Cpu)?;
-        Ok((model, format))
-    } else if path.is_dir() {
-        for needed in ["config.json", "tokenizer.json", "tokenizer_config.json"] {
-            if !path.join(needed).exists() {
-                return Err(Error::Config(format!(
-                    "model directory {} has no {needed}",
-                    path.display()
-                )));
-            }
-        }
-        let format = HfChatFormat::from_dir(path).map_err(hf)?;
-        let (_vs, model) = Llama::load(path, Device::Cpu)?;
-        Ok((model, format))
-    } else {
-        Err(Error::Config(format!(
-            "model {} is neither a .gguf file nor a Hugging Face model directory",
-            path.display()
-        )))
-    }
+    let format = load_chat_format(path, None)?;
+    let (_vs, model) = load_llama(path, Device::Cpu)?;
+    Ok((model, format))
 }
 
 /// Greedily generates the reply to one user message and returns its text (without the
