@@ -311,7 +311,7 @@ impl RunConfig {
             }
         }
         if let Some(device) = &self.device {
-            parse_device_name(device)?;
+            crate::device::parse_device_name(device)?;
         }
         if self.torch_threads < 1 {
             return Err("torch_threads must be at least 1".into());
@@ -329,32 +329,5 @@ impl RunConfig {
             }
         }
         Ok(())
-    }
-}
-
-/// Where tensors should live, by name, before checking what the machine has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceChoice {
-    /// CUDA when available, else the CPU.
-    Auto,
-    /// The CPU.
-    Cpu,
-    /// CUDA device N.
-    Cuda(usize),
-}
-
-/// Parses `"auto"`, `"cpu"`, `"cuda"` or `"cuda:N"`.
-pub fn parse_device_name(name: &str) -> std::result::Result<DeviceChoice, String> {
-    match name {
-        "auto" => Ok(DeviceChoice::Auto),
-        "cpu" => Ok(DeviceChoice::Cpu),
-        "cuda" => Ok(DeviceChoice::Cuda(0)),
-        other => other
-            .strip_prefix("cuda:")
-            .and_then(|n| n.parse::<usize>().ok())
-            .map(DeviceChoice::Cuda)
-            .ok_or_else(|| {
-                format!("device must be \"auto\", \"cpu\", \"cuda\" or \"cuda:N\", got {other:?}")
-            }),
     }
 }

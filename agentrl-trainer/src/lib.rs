@@ -20,9 +20,11 @@
 #![warn(missing_docs)]
 
 pub mod advantage;
+pub mod batch;
 pub mod checkpoint;
 pub mod config;
 pub mod demos;
+pub mod device;
 pub mod eval;
 pub mod judge;
 pub mod learner;

@@ -10,44 +10,15 @@ use agentrl_policy::{ChatFormat, TchPolicy, TinyChatFormat};
 use tch::Device;
 
 use crate::checkpoint::read_latest;
-use crate::config::{DeviceChoice, RunConfig, parse_device_name};
+use crate::config::RunConfig;
 use crate::demos::collect_demonstrations;
+pub use crate::device::{config_device, default_device};
 use crate::eval::{EvalReport, evaluate};
 use crate::learner::Learner;
 use crate::metrics::{MetricsWriter, read_metrics};
 use crate::pipeline::{RlRun, RlSummary, train_rl};
 use crate::pretrained::{load_chat_format, load_llama, model_name};
 use crate::rollout::RolloutContext;
-
-/// The device to train on: the first CUDA device when there is one, else the CPU.
-pub fn default_device() -> Device {
-    if tch::Cuda::is_available() {
-        Device::Cuda(0)
-    } else {
-        Device::Cpu
-    }
-}
-
-/// The device a config's `device` names (`None` or `"auto"`: [`default_device`]); asking for
-/// a CUDA device libtorch does not see is an error.
-pub fn config_device(name: Option<&str>) -> Result<Device> {
-    let choice = parse_device_name(name.unwrap_or("auto")).map_err(Error::Config)?;
-    match choice {
-        DeviceChoice::Auto => Ok(default_device()),
-        DeviceChoice::Cpu => Ok(Device::Cpu),
-        DeviceChoice::Cuda(n) => {
-            let have = tch::Cuda::device_count().max(0) as usize;
-            if n < have {
-                Ok(Device::Cuda(n))
-            } else {
-                Err(Error::Config(format!(
-                    "device = \"cuda:{n}\", but libtorch sees {have} CUDA device(s) (is the CUDA \
-                     build of libtorch installed?)"
-                )))
-            }
-        }
-    }
-}
 
 /// A configured run: its config, env, chat format, device and directory.
 pub struct Run {
