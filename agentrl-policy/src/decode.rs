@@ -251,3 +251,26 @@ fn generate_rows<M: CachedDecoder>(
     }
     Ok(())
 }
+
+/// A boxed model serves like the model itself, so a learner can hold "some model" and
+/// [`crate::TchPolicy::spawn`] a copy of it.
+impl PolicyModel for Box<dyn PolicyModel> {
+    fn vocab_size(&self) -> usize {
+        (**self).vocab_size()
+    }
+    fn context_len(&self) -> usize {
+        (**self).context_len()
+    }
+    fn generate(
+        &self,
+        prompts: &[Vec<TokenId>],
+        params: &[SamplingParams],
+        rngs: &mut [SeededRng],
+        policy_version: u64,
+    ) -> Result<Vec<Generation>> {
+        (**self).generate(prompts, params, rngs, policy_version)
+    }
+    fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
+        (**self).token_logprobs(ids, temperature)
+    }
+}

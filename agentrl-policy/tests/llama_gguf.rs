@@ -392,3 +392,36 @@ fn smollm2_gguf_answers_the_capital_of_france() {
         "continuation {text:?} does not mention Paris"
     );
 }
+
+#[test]
+fn lora_models_are_saved_merged() {
+    let (vs, mut model) = tiny(8, false, "llama");
+    model
+        .attach_lora(&vs, &agentrl_policy::llama::LoraConfig::new(4, 8.0))
+        .unwrap();
+    tch::no_grad(|| {
+        for (name, mut v) in vs.variables() {
+            if name.contains("lora_B") {
+                let _ = v.g_add_(&(Tensor::randn_like(&v) * 0.1));
+            }
+        }
+    });
+    let adapted = tch::no_grad(|| model.logits(&ids()));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lora.gguf");
+    let err = model
+        .save_gguf(&vs, &path, GgufPrecision::F32, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("merge them first"), "{err}");
+    model.merge_lora();
+    model
+        .save_gguf(&vs, &path, GgufPrecision::F32, &[])
+        .unwrap();
+    let (_vs, loaded, _) = Llama::load_gguf(&path, Device::Cpu).unwrap();
+    let d = tch::no_grad(|| max_diff(&adapted, &loaded.logits(&ids())));
+    assert!(
+        d < 1e-4,
+        "the merged export differs from the adapted model by {d}"
+    );
+}

@@ -9,6 +9,7 @@ use agentrl_core::{Error, Message, Result, SamplingParams, SeededRng};
 use agentrl_policy::ChatFormat;
 use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::Llama;
+use agentrl_trainer::pretrained::{load_chat_format, load_llama};
 use clap::Args;
 use tch::Device;
 
@@ -26,9 +27,11 @@ pub struct ChatArgs {
     pub max_new_tokens: usize,
 }
 
-/// Loads the model and its chat format from a `.gguf` file or a Hugging Face directory.
+/// Loads the model (on the CPU) and its chat format from a `.gguf` file or a Hugging Face
+/// directory.
 pub fn load_chat_model(path: &Path) -> Result<(Llama, HfChatFormat)> {
-    let (_vs, model, format) = agentrl_trainer::model_load::load_llama_chat(path, Device::Cpu)?;
+    let format = load_chat_format(path, None)?;
+    let (_vs, model) = load_llama(path, Device::Cpu)?;
     Ok((model, format))
 }
 

@@ -24,6 +24,20 @@ pub fn save_var_store(vs: &nn::VarStore, path: &Path) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming checkpoint to", path, e))
 }
 
+/// Saves named tensors as safetensors at `path`, atomically like [`save_var_store`].
+pub fn save_tensors(tensors: &[(String, tch::Tensor)], path: &Path) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "checkpoint.safetensors".into());
+    let tmp = dir.join(format!(".{file_name}.tmp.safetensors"));
+    tch::Tensor::write_safetensors(tensors, &tmp)
+        .map_err(|e| Error::Trainer(format!("writing checkpoint {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming checkpoint to", path, e))
+}
+
 /// Where training stopped: the pointer file `checkpoints/latest.json` of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatestCheckpoint {

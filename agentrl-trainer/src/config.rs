@@ -4,6 +4,7 @@ use std::path::Path;
 
 use agentrl_core::{Error, Result};
 use agentrl_policy::GptConfig;
+use agentrl_policy::llama::LoraConfig;
 use agentrl_reward::RewardConfig;
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +38,13 @@ pub struct RunConfig {
     /// Weights (of the `[model]` shape) of the grader, when the reward tree has an `llm_judge`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_checkpoint: Option<std::path::PathBuf>,
+    /// Where tensors live: `"auto"` (the first CUDA device when there is one, else the CPU),
+    /// `"cpu"`, `"cuda"` or `"cuda:N"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// LoRA adapters for a `[model] pretrained` model (absent: full fine-tuning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraConfig>,
 }
 
 fn default_threads() -> i32 {
@@ -97,17 +105,36 @@ fn default_weight() -> f64 {
     1.0
 }
 
-/// Shape of the tiny GPT (vocabulary comes from the chat format).
+/// The model: the tiny GPT's shape (its vocabulary comes from the chat format), or a
+/// pretrained Llama-family model (`pretrained`), which brings its own shape, tokenizer and chat
+/// template.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    /// Residual width.
+    /// A pretrained model to train instead of the tiny GPT: a llama.cpp `.gguf` file or a
+    /// Hugging Face directory (`config.json`, safetensors, `tokenizer.json`,
+    /// `tokenizer_config.json`). Relative paths are taken from the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pretrained: Option<std::path::PathBuf>,
+    /// A Jinja chat template file used instead of the pretrained model's own (keeping its
+    /// BOS/EOS tokens), e.g. one that renders tools and tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_template: Option<std::path::PathBuf>,
+    /// Trajectories per forward/backward pass in an update (0: the whole batch); gradients
+    /// are accumulated, so this bounds memory without changing the update.
+    #[serde(default)]
+    pub micro_batch: usize,
+    /// Residual width (tiny GPT).
+    #[serde(default)]
     pub d_model: usize,
-    /// Transformer blocks.
+    /// Transformer blocks (tiny GPT).
+    #[serde(default)]
     pub n_layers: usize,
-    /// Attention heads.
+    /// Attention heads (tiny GPT).
+    #[serde(default)]
     pub n_heads: usize,
-    /// Context length.
+    /// Context length: the tiny GPT's positions, and the longest episode (in tokens) for
+    /// every model.
     pub max_seq_len: usize,
     /// MLP width multiple.
     #[serde(default = "default_ffn_mult")]
@@ -304,6 +331,29 @@ impl RunConfig {
         }
         if !(rl.clip_eps > 0.0 && rl.kl_coef >= 0.0 && rl.grad_clip > 0.0) {
             return Err("rl.clip_eps and rl.grad_clip must be > 0, rl.kl_coef >= 0".into());
+        }
+        match (&self.model.pretrained, &self.lora) {
+            (None, Some(_)) => {
+                return Err("[lora] needs a pretrained model ([model] pretrained = PATH)".into());
+            }
+            (None, None) => {
+                let m = &self.model;
+                if m.d_model == 0 || m.n_layers == 0 || m.n_heads == 0 {
+                    return Err(
+                        "model.d_model, model.n_layers and model.n_heads must be positive \
+                         (or set model.pretrained)"
+                            .into(),
+                    );
+                }
+            }
+            (Some(_), lora) => {
+                if let Some(lora) = lora {
+                    lora.validate().map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        if let Some(device) = &self.device {
+            crate::device::parse_device_name(device)?;
         }
         if self.torch_threads < 1 {
             return Err("torch_threads must be at least 1".into());

@@ -3,57 +3,15 @@
 use std::path::Path;
 
 use agentrl_core::{Error, Result, Trajectory};
-use agentrl_policy::{GptConfig, NamedWeights, TinyGpt, snapshot_weights};
+use agentrl_policy::llama::{
+    Llama, LoraConfig, adapter_weights, load_adapter_weights, save_adapters,
+};
+use agentrl_policy::{GptConfig, NamedWeights, PolicyModel, snapshot_weights};
 use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
+pub use crate::batch::{PackedBatch, pack};
 use crate::checkpoint;
-
-/// Trajectories packed into right-padded tensors.
-pub struct PackedBatch {
-    /// Token ids `[B, T]`.
-    pub ids: Tensor,
-    /// 1 where the *next* token is policy-generated, `[B, T-1]`.
-    pub mask: Tensor,
-    /// Sampling logprobs of the next tokens, `[B, T-1]`.
-    pub old_logprobs: Tensor,
-    /// Number of trained tokens.
-    pub tokens: usize,
-}
-
-/// Packs trajectories (right padding with id 0, masked out).
-pub fn pack(trajectories: &[&Trajectory], device: Device) -> PackedBatch {
-    let b = trajectories.len();
-    let t = trajectories
-        .iter()
-        .map(|x| x.num_tokens())
-        .max()
-        .unwrap_or(2)
-        .max(2);
-    let mut ids = vec![0i64; b * t];
-    let mut mask = vec![0f32; b * (t - 1)];
-    let mut old = vec![0f32; b * (t - 1)];
-    let mut tokens = 0;
-    for (row, traj) in trajectories.iter().enumerate() {
-        let tok = traj.token_ids();
-        let m = traj.loss_mask();
-        let lp = traj.sampling_logprobs();
-        for (j, &id) in tok.iter().enumerate() {
-            ids[row * t + j] = id as i64;
-        }
-        for j in 1..tok.len() {
-            mask[row * (t - 1) + j - 1] = m[j];
-            old[row * (t - 1) + j - 1] = lp[j];
-            tokens += m[j] as usize;
-        }
-    }
-    let (b, t) = (b as i64, t as i64);
-    PackedBatch {
-        ids: Tensor::from_slice(&ids).view([b, t]).to(device),
-        mask: Tensor::from_slice(&mask).view([b, t - 1]).to(device),
-        old_logprobs: Tensor::from_slice(&old).view([b, t - 1]).to(device),
-        tokens,
-    }
-}
+pub use crate::model_spec::ModelSpec;
 
 /// Statistics of one update.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -85,35 +43,74 @@ pub struct GrpoParams {
     pub grad_clip: f64,
 }
 
-/// The trainable model with its optimiser and (optionally) a frozen reference copy.
+/// The trainable model with its optimiser and (optionally) a frozen reference copy. The model
+/// is a [`agentrl_policy::TinyGpt`] or a Llama-family decoder, fully trainable or with LoRA adapters (then only
+/// the adapters train, and only they travel to the rollout policy).
 pub struct Learner {
     vs: nn::VarStore,
-    model: TinyGpt,
+    model: Box<dyn PolicyModel>,
+    spec: ModelSpec,
     opt: nn::Optimizer,
-    reference: Option<(nn::VarStore, TinyGpt)>,
+    reference: Option<(nn::VarStore, Box<dyn PolicyModel>)>,
     device: Device,
+    micro_batch: usize,
 }
 
 impl Learner {
-    /// A freshly initialised model (seeded through `tch::manual_seed` by the caller).
+    /// A freshly initialised [`agentrl_policy::TinyGpt`] (seeded through `tch::manual_seed` by the caller).
     pub fn new(config: GptConfig, lr: f64, device: Device) -> Result<Self> {
+        let spec = ModelSpec::Tiny(config);
         let vs = nn::VarStore::new(device);
-        let model = TinyGpt::new(&vs.root(), config)?;
+        let model = spec.build(&vs)?;
+        Self::with_model(vs, model, spec, lr)
+    }
+
+    /// A Llama-family model already loaded into `vs`: fully trainable, or, with `lora`, frozen
+    /// with LoRA adapters attached (the adapters are then the only trainable variables).
+    pub fn llama(
+        vs: nn::VarStore,
+        mut model: Llama,
+        lora: Option<&LoraConfig>,
+        lr: f64,
+    ) -> Result<Self> {
+        if let Some(cfg) = lora {
+            model.attach_lora(&vs, cfg)?;
+        }
+        let spec = ModelSpec::Llama {
+            config: Box::new(model.config().clone()),
+            lora: lora.cloned(),
+        };
+        Self::with_model(vs, Box::new(model), spec, lr)
+    }
+
+    fn with_model(
+        vs: nn::VarStore,
+        model: Box<dyn PolicyModel>,
+        spec: ModelSpec,
+        lr: f64,
+    ) -> Result<Self> {
         let opt = nn::adamw(0.9, 0.95, 0.01)
             .build(&vs, lr)
             .map_err(|e| Error::Trainer(format!("building AdamW: {e}")))?;
         Ok(Learner {
+            device: vs.device(),
             vs,
             model,
+            spec,
             opt,
             reference: None,
-            device,
+            micro_batch: 0,
         })
     }
 
-    /// The model's config.
-    pub fn config(&self) -> &GptConfig {
-        self.model.config()
+    /// What the model is (its shape, and LoRA settings).
+    pub fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+
+    /// The model's variables.
+    pub fn var_store(&self) -> &nn::VarStore {
+        &self.vs
     }
 
     /// Sets the learning rate.
@@ -121,15 +118,26 @@ impl Learner {
         self.opt.set_lr(lr);
     }
 
-    /// Deep copy of the current weights.
-    pub fn weights(&self) -> NamedWeights {
-        snapshot_weights(&self.vs)
+    /// Splits each update into forward/backward passes of at most `rows` trajectories,
+    /// accumulating gradients (0: the whole batch at once). Bounds memory for large vocabularies.
+    pub fn set_micro_batch(&mut self, rows: usize) {
+        self.micro_batch = rows;
     }
 
-    /// A new `(VarStore, TinyGpt)` holding a copy of the current weights (for a rollout policy).
-    pub fn clone_model(&self) -> Result<(nn::VarStore, TinyGpt)> {
+    /// Deep copy of the weights the rollout policy needs after an update: every variable, or
+    /// only the adapters of a LoRA model (its base never changes).
+    pub fn weights(&self) -> NamedWeights {
+        if self.spec.lora().is_some() {
+            adapter_weights(&self.vs)
+        } else {
+            snapshot_weights(&self.vs)
+        }
+    }
+
+    /// A new VarStore and model holding a copy of the current weights (for a rollout policy).
+    pub fn clone_model(&self) -> Result<(nn::VarStore, Box<dyn PolicyModel>)> {
         let mut vs = nn::VarStore::new(self.device);
-        let model = TinyGpt::new(&vs.root(), self.config().clone())?;
+        let model = self.spec.build(&vs)?;
         vs.copy(&self.vs)
             .map_err(|e| Error::Trainer(format!("copying weights: {e}")))?;
         Ok((vs, model))
@@ -143,21 +151,55 @@ impl Learner {
         Ok(())
     }
 
-    /// Saves the weights as safetensors, atomically.
+    /// Saves the trained weights as safetensors, atomically: every variable, or for a LoRA
+    /// model only the adapters (PEFT names).
     pub fn save(&self, path: &Path) -> Result<()> {
-        checkpoint::save_var_store(&self.vs, path)
+        if self.spec.lora().is_some() {
+            checkpoint::save_tensors(&adapter_weights(&self.vs), path)
+        } else {
+            checkpoint::save_var_store(&self.vs, path)
+        }
     }
 
     /// Loads weights saved by [`Learner::save`].
     pub fn load(&mut self, path: &Path) -> Result<()> {
+        if self.spec.lora().is_some() {
+            return load_adapter_weights(&self.vs, path).map(|_| ());
+        }
         self.vs
             .load(path)
             .map_err(|e| Error::Trainer(format!("loading checkpoint {}: {e}", path.display())))
     }
 
-    fn apply_gradients(&mut self, loss: &Tensor, grad_clip: f64) -> f64 {
-        self.opt.zero_grad();
-        loss.backward();
+    /// Writes a LoRA model's adapters to `dir` in the PEFT layout (`adapter_model.safetensors`,
+    /// `adapter_config.json` naming `base_model`); an error for other models.
+    pub fn save_peft(&self, dir: &Path, base_model: &str) -> Result<()> {
+        let cfg = self
+            .spec
+            .lora()
+            .ok_or_else(|| Error::Trainer("only a LoRA model has adapters to save".into()))?;
+        save_adapters(&self.vs, cfg, dir, base_model)
+    }
+
+    /// The batch packed into micro-batches (one when `micro_batch` is 0), with the total count
+    /// of trained tokens (the loss denominator, at least 1).
+    fn packed_chunks(&self, batch: &[&Trajectory]) -> (Vec<(usize, PackedBatch)>, f64) {
+        let rows = if self.micro_batch == 0 {
+            batch.len().max(1)
+        } else {
+            self.micro_batch
+        };
+        let chunks: Vec<(usize, PackedBatch)> = batch
+            .chunks(rows)
+            .enumerate()
+            .map(|(i, c)| (i * rows, pack(c, self.device)))
+            .collect();
+        let tokens: usize = chunks.iter().map(|(_, p)| p.tokens).sum();
+        (chunks, tokens.max(1) as f64)
+    }
+
+    /// After the micro-batches' `backward` calls: global grad norm, clipping, AdamW step.
+    fn finish_step(&mut self, grad_clip: f64) -> f64 {
         let grad_norm = tch::no_grad(|| {
             let norms: Vec<Tensor> = self
                 .vs
@@ -167,15 +209,16 @@ impl Learner {
                 .filter(|g| g.defined())
                 .map(|g| g.norm().square())
                 .collect();
-            if norms.is_empty() {
-                0.0
-            } else {
+            (!norms.is_empty()).then(|| {
                 Tensor::stack(&norms, 0)
                     .sum(Kind::Float)
                     .sqrt()
                     .double_value(&[])
-            }
+            })
         });
+        let Some(grad_norm) = grad_norm else {
+            return 0.0;
+        };
         if grad_norm.is_finite() {
             self.opt.clip_grad_norm(grad_clip);
             self.opt.step();
@@ -185,18 +228,20 @@ impl Learner {
 
     /// One behaviour-cloning step: mean cross-entropy over policy tokens.
     pub fn sft_step(&mut self, batch: &[&Trajectory], grad_clip: f64) -> UpdateStats {
-        let packed = pack(batch, self.device);
-        let (logp, entropy) = self.model.token_logprobs(&packed.ids, 1.0);
-        let denom = packed.mask.sum(Kind::Float).clamp_min(1.0);
-        let loss = -(&logp * &packed.mask).sum(Kind::Float) / &denom;
-        let grad_norm = self.apply_gradients(&loss, grad_clip);
-        UpdateStats {
-            loss: loss.double_value(&[]),
-            entropy: ((entropy * &packed.mask).sum(Kind::Float) / &denom).double_value(&[]),
-            grad_norm,
-            tokens: packed.tokens,
-            ..Default::default()
+        let (chunks, denom) = self.packed_chunks(batch);
+        self.opt.zero_grad();
+        let mut stats = UpdateStats::default();
+        for (_, packed) in &chunks {
+            let (logp, entropy) = self.model.token_logprobs(&packed.ids, 1.0);
+            let loss = -(&logp * &packed.mask).sum(Kind::Float) / denom;
+            loss.backward();
+            stats.loss += loss.double_value(&[]);
+            stats.entropy += tch::no_grad(|| (entropy * &packed.mask).sum(Kind::Float) / denom)
+                .double_value(&[]);
+            stats.tokens += packed.tokens;
         }
+        stats.grad_norm = self.finish_step(grad_clip);
+        stats
     }
 
     /// One GRPO step: token-level clipped surrogate over policy tokens, ratio against the
@@ -207,40 +252,46 @@ impl Learner {
         advantages: &[f64],
         p: GrpoParams,
     ) -> UpdateStats {
-        let packed = pack(batch, self.device);
-        let adv: Vec<f32> = advantages.iter().map(|&a| a as f32).collect();
-        let adv = Tensor::from_slice(&adv).view([-1, 1]).to(self.device);
-        let (logp, entropy) = self.model.token_logprobs(&packed.ids, p.temperature);
-        let mask = &packed.mask;
-        let denom = mask.sum(Kind::Float).clamp_min(1.0);
-        let ratio = (&logp - &packed.old_logprobs).exp();
-        let surr1 = &ratio * &adv;
-        let surr2 = ratio.clamp(1.0 - p.clip_eps, 1.0 + p.clip_eps) * &adv;
-        let pg = -surr1.minimum(&surr2);
-        let mut loss = (&pg * mask).sum(Kind::Float) / &denom;
-        let mut kl_value = 0.0;
-        if p.kl_coef > 0.0
-            && let Some((_, reference)) = &self.reference
-        {
-            let ref_logp = tch::no_grad(|| reference.token_logprobs(&packed.ids, p.temperature).0);
-            let d = &ref_logp - &logp;
-            let k3 = d.exp() - &d - 1.0;
-            let kl = (&k3 * mask).sum(Kind::Float) / &denom;
-            kl_value = kl.double_value(&[]);
-            loss = &loss + kl * p.kl_coef;
+        let (chunks, denom) = self.packed_chunks(batch);
+        self.opt.zero_grad();
+        let mut stats = UpdateStats::default();
+        for (first, packed) in &chunks {
+            let rows = packed.ids.size()[0] as usize;
+            let adv: Vec<f32> = advantages
+                .iter()
+                .skip(*first)
+                .take(rows)
+                .map(|&a| a as f32)
+                .collect();
+            let adv = Tensor::from_slice(&adv).view([-1, 1]).to(self.device);
+            let (logp, entropy) = self.model.token_logprobs(&packed.ids, p.temperature);
+            let mask = &packed.mask;
+            let ratio = (&logp - &packed.old_logprobs).exp();
+            let surr1 = &ratio * &adv;
+            let surr2 = ratio.clamp(1.0 - p.clip_eps, 1.0 + p.clip_eps) * &adv;
+            let pg = -surr1.minimum(&surr2);
+            let mut loss = (&pg * mask).sum(Kind::Float) / denom;
+            if p.kl_coef > 0.0
+                && let Some((_, reference)) = &self.reference
+            {
+                let ref_logp =
+                    tch::no_grad(|| reference.token_logprobs(&packed.ids, p.temperature).0);
+                let d = &ref_logp - &logp;
+                let k3 = d.exp() - &d - 1.0;
+                let kl = (&k3 * mask).sum(Kind::Float) / denom;
+                stats.kl += kl.double_value(&[]);
+                loss = &loss + kl * p.kl_coef;
+            }
+            loss.backward();
+            tch::no_grad(|| {
+                let c = (&ratio - 1.0).abs().gt(p.clip_eps).to_kind(Kind::Float);
+                stats.clip_fraction += ((c * mask).sum(Kind::Float) / denom).double_value(&[]);
+                stats.entropy += ((entropy * mask).sum(Kind::Float) / denom).double_value(&[]);
+            });
+            stats.loss += loss.double_value(&[]);
+            stats.tokens += packed.tokens;
         }
-        let clipped = tch::no_grad(|| {
-            let c = (&ratio - 1.0).abs().gt(p.clip_eps).to_kind(Kind::Float);
-            ((c * mask).sum(Kind::Float) / &denom).double_value(&[])
-        });
-        let grad_norm = self.apply_gradients(&loss, p.grad_clip);
-        UpdateStats {
-            loss: loss.double_value(&[]),
-            kl: kl_value,
-            clip_fraction: clipped,
-            entropy: ((entropy * mask).sum(Kind::Float) / &denom).double_value(&[]),
-            grad_norm,
-            tokens: packed.tokens,
-        }
+        stats.grad_norm = self.finish_step(p.grad_clip);
+        stats
     }
 }

@@ -1,81 +1,26 @@
-//! Loading models to run or serve: Llama-family models (with their tokenizer and chat template)
-//! from a llama.cpp `.gguf` file or a Hugging Face directory, and AgentRL's own `TinyGpt`
-//! checkpoints, whose shape comes from the run's `config.toml`.
+//! Loading models to run or serve: Llama-family models with their chat format (through
+//! [`crate::pretrained`]) and AgentRL's own `TinyGpt` checkpoints, whose shape comes from the
+//! run's `config.toml`.
 
 use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Result};
-use agentrl_policy::gguf::GgufFile;
-use agentrl_policy::hf::{ChatTemplate, HfChatFormat, HfTokenizer};
+use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::Llama;
 use agentrl_policy::{ChatFormat, TinyChatFormat, TinyGpt};
 use tch::{Device, nn};
 
 use crate::checkpoint::{checkpoint_dir, read_latest};
 use crate::config::RunConfig;
-
-/// Whether `path` names a GGUF file (by extension).
-pub fn is_gguf(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
-}
-
-fn must_exist(path: &Path) -> Result<()> {
-    if path.exists() {
-        Ok(())
-    } else {
-        Err(Error::Config(format!(
-            "model {} does not exist",
-            path.display()
-        )))
-    }
-}
-
-/// Loads a Llama-family model (checkpoint directory, `.safetensors`, shard index or `.gguf`)
-/// onto `device`.
-pub fn load_llama(path: &Path, device: Device) -> Result<(nn::VarStore, Llama)> {
-    must_exist(path)?;
-    if is_gguf(path) {
-        let (vs, model, _config) = Llama::load_gguf(path, device)?;
-        Ok((vs, model))
-    } else {
-        Llama::load(path, device)
-    }
-}
+pub use crate::pretrained::{is_gguf, load_chat_format, load_llama};
 
 /// Loads a Llama-family model and its chat format from a `.gguf` file (weights, tokenizer and
 /// template all come from it) or a Hugging Face directory (`config.json`, safetensors weights,
 /// `tokenizer.json`, `tokenizer_config.json`).
 pub fn load_llama_chat(path: &Path, device: Device) -> Result<(nn::VarStore, Llama, HfChatFormat)> {
-    must_exist(path)?;
-    let hf = |e: agentrl_policy::hf::HfError| Error::Policy(format!("{}: {e}", path.display()));
-    if is_gguf(path) {
-        let file = GgufFile::open(path).map_err(|e| Error::Policy(e.to_string()))?;
-        let tokenizer = HfTokenizer::from_gguf(&file).map_err(hf)?;
-        let template = ChatTemplate::from_gguf(&file).map_err(hf)?;
-        let format = HfChatFormat::new(tokenizer, template).map_err(hf)?;
-        drop(file);
-        let (vs, model, _config) = Llama::load_gguf(path, device)?;
-        Ok((vs, model, format))
-    } else if path.is_dir() {
-        for needed in ["config.json", "tokenizer.json", "tokenizer_config.json"] {
-            if !path.join(needed).exists() {
-                return Err(Error::Config(format!(
-                    "model directory {} has no {needed}",
-                    path.display()
-                )));
-            }
-        }
-        let format = HfChatFormat::from_dir(path).map_err(hf)?;
-        let (vs, model) = Llama::load(path, device)?;
-        Ok((vs, model, format))
-    } else {
-        Err(Error::Config(format!(
-            "model {} is neither a .gguf file nor a Hugging Face model directory",
-            path.display()
-        )))
-    }
+    let format = load_chat_format(path, None)?;
+    let (vs, model) = load_llama(path, device)?;
+    Ok((vs, model, format))
 }
 
 /// Whether `path` looks like an AgentRL checkpoint: a run directory (with `config.toml`) or a
@@ -101,7 +46,12 @@ fn run_config_near(file: &Path) -> Option<PathBuf> {
 /// The weights file of an AgentRL checkpoint: the file itself, or for a run directory the
 /// checkpoint `checkpoints/latest.json` names, else `checkpoints/sft.safetensors`.
 pub fn tiny_weights_file(path: &Path) -> Result<PathBuf> {
-    must_exist(path)?;
+    if !path.exists() {
+        return Err(Error::Config(format!(
+            "model {} does not exist",
+            path.display()
+        )));
+    }
     if !path.is_dir() {
         return Ok(path.to_path_buf());
     }

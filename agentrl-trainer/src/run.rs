@@ -12,20 +12,13 @@ use tch::Device;
 use crate::checkpoint::read_latest;
 use crate::config::RunConfig;
 use crate::demos::collect_demonstrations;
+pub use crate::device::{config_device, default_device};
 use crate::eval::{EvalReport, evaluate};
 use crate::learner::Learner;
 use crate::metrics::{MetricsWriter, read_metrics};
 use crate::pipeline::{RlRun, RlSummary, train_rl};
+use crate::pretrained::{load_chat_format, load_llama, model_name};
 use crate::rollout::RolloutContext;
-
-/// The device to train on: the first CUDA device when there is one, else the CPU.
-pub fn default_device() -> Device {
-    if tch::Cuda::is_available() {
-        Device::Cuda(0)
-    } else {
-        Device::Cpu
-    }
-}
 
 /// A configured run: its config, env, chat format, device and directory.
 pub struct Run {
@@ -51,19 +44,42 @@ impl Run {
         std::fs::write(&copy, text).map_err(|e| Error::io("writing", &copy, e))?;
         tch::set_num_threads(config.torch_threads);
         tch::manual_seed(config.seed as i64);
+        let format: Arc<dyn ChatFormat> = match &config.model.pretrained {
+            None => Arc::new(TinyChatFormat::new()),
+            Some(path) => {
+                let template = match &config.model.chat_template {
+                    Some(t) => {
+                        Some(std::fs::read_to_string(t).map_err(|e| Error::io("reading", t, e))?)
+                    }
+                    None => None,
+                };
+                Arc::new(load_chat_format(path, template.as_deref())?)
+            }
+        };
         Ok(Run {
             factory: crate::envs::env_factory(&config.env)?,
-            format: Arc::new(TinyChatFormat::new()),
-            device: default_device(),
+            format,
+            device: config_device(config.device.as_deref())?,
             dir: dir.to_path_buf(),
             config,
         })
     }
 
-    /// A learner with freshly initialised weights, or loaded from `init`.
+    /// A learner with freshly initialised weights (tiny GPT) or the pretrained model's (with
+    /// fresh LoRA adapters when `[lora]` is set), then loaded from `init` when given (a
+    /// checkpoint of the same kind: all weights, or the adapters).
     pub fn learner(&self, lr: f64, init: Option<&Path>) -> Result<Learner> {
-        let gpt = self.config.model.gpt(self.format.vocab_size());
-        let mut learner = Learner::new(gpt, lr, self.device)?;
+        let mut learner = match &self.config.model.pretrained {
+            None => {
+                let gpt = self.config.model.gpt(self.format.vocab_size());
+                Learner::new(gpt, lr, self.device)?
+            }
+            Some(path) => {
+                let (vs, model) = load_llama(path, self.device)?;
+                Learner::llama(vs, model, self.config.lora.as_ref(), lr)?
+            }
+        };
+        learner.set_micro_batch(self.config.model.micro_batch);
         if let Some(path) = init {
             learner.load(path)?;
         }
@@ -249,6 +265,11 @@ impl Run {
             start_step,
         };
         let (learner, _metrics, summary) = train_rl(run, learner, self.metrics()?).await?;
+        if let (Some(path), Some(_)) = (&self.config.model.pretrained, learner.spec().lora()) {
+            let dir = crate::checkpoint::checkpoint_dir(&self.dir).join("adapter");
+            learner.save_peft(&dir, &model_name(path))?;
+            tracing::info!("wrote the LoRA adapter (PEFT layout) to {}", dir.display());
+        }
         Ok((learner, summary))
     }
 

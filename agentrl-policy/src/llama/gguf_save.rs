@@ -97,9 +97,9 @@ pub fn tokenizer_metadata(file: &GgufFile) -> Vec<(String, MetaValue)> {
 }
 
 impl Llama {
-    /// Writes this model (its variables live in `vs`) to `path` as GGUF: the config as metadata,
-    /// then `extra` metadata (keys the config already sets are skipped), and every weight under
-    /// its llama.cpp name. `Llama::load_gguf` reads the file back to the same logits (exactly
+    /// Writes this model (its variables live in `vs`; LoRA adapters merged) to `path` as GGUF:
+    /// the config as metadata, then `extra` metadata (keys the config already sets are skipped),
+    /// and every weight under its llama.cpp name. `Llama::load_gguf` reads the file back to the same logits (exactly
     /// with [`GgufPrecision::F32`]).
     pub fn save_gguf(
         &self,
@@ -109,6 +109,13 @@ impl Llama {
         extra: &[(String, MetaValue)],
     ) -> Result<()> {
         let path = path.as_ref();
+        if self.lora_config().is_some() {
+            return Err(Error::Policy(
+                "this model has LoRA adapters attached: merge them first (Llama::merge_lora), \
+                 or GGUF would hold the base weights only"
+                    .into(),
+            ));
+        }
         let config = self.config();
         let name = path
             .file_stem()

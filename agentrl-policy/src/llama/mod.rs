@@ -13,7 +13,11 @@ pub mod gguf_save;
 #[cfg(feature = "tch")]
 pub mod load;
 #[cfg(feature = "tch")]
+pub mod lora;
+#[cfg(feature = "tch")]
 pub mod model;
+#[cfg(feature = "tch")]
+pub mod peft;
 
 pub use config::{LlamaConfig, RopeScaling};
 pub use gguf_load::gguf_config;
@@ -22,4 +26,11 @@ pub use gguf_save::{GgufPrecision, gguf_metadata, tokenizer_metadata};
 #[cfg(feature = "tch")]
 pub use load::{CheckpointPaths, load_weights};
 #[cfg(feature = "tch")]
+pub use lora::{LoraConfig, TARGET_MODULES, is_adapter_name};
+#[cfg(feature = "tch")]
 pub use model::Llama;
+#[cfg(feature = "tch")]
+pub use peft::{
+    ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, adapter_weights, load_adapter_weights,
+    read_peft_config, save_adapters,
+};

@@ -5,19 +5,20 @@ use agentrl_core::{Generation, Result, SamplingParams, SeededRng, TokenId};
 use tch::{Device, Kind, Tensor, nn, nn::Module};
 
 use super::config::LlamaConfig;
+use super::lora::Proj;
 use crate::decode::{CachedDecoder, KvCache};
 
 #[derive(Debug)]
-struct Layer {
+pub(super) struct Layer {
     input_norm: Tensor,
-    q_proj: nn::Linear,
-    k_proj: nn::Linear,
-    v_proj: nn::Linear,
-    o_proj: nn::Linear,
+    pub(super) q_proj: Proj,
+    pub(super) k_proj: Proj,
+    pub(super) v_proj: Proj,
+    pub(super) o_proj: Proj,
     post_norm: Tensor,
-    gate_proj: nn::Linear,
-    up_proj: nn::Linear,
-    down_proj: nn::Linear,
+    pub(super) gate_proj: Proj,
+    pub(super) up_proj: Proj,
+    pub(super) down_proj: Proj,
 }
 
 /// A Llama-family decoder whose variables carry the Hugging Face names
@@ -26,13 +27,15 @@ struct Layer {
 pub struct Llama {
     config: LlamaConfig,
     embed_tokens: Tensor,
-    layers: Vec<Layer>,
+    pub(super) layers: Vec<Layer>,
     norm: Tensor,
     /// `None` when the head is tied to `embed_tokens`.
     lm_head: Option<Tensor>,
     /// Rotary inverse frequencies `[head_dim / 2]`.
     inv_freq: Tensor,
     device: Device,
+    /// The attached LoRA adapters' settings, if any (see [`Llama::attach_lora`]).
+    pub(super) lora: Option<super::lora::LoraConfig>,
 }
 
 fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Tensor {
@@ -89,14 +92,14 @@ impl Llama {
                 let m = &p / "mlp";
                 Layer {
                     input_norm: norm_weight(&p / "input_layernorm"),
-                    q_proj: nn::linear(&a / "q_proj", d, q_out, lin(config.qkv_bias())),
-                    k_proj: nn::linear(&a / "k_proj", d, kv_out, lin(config.qkv_bias())),
-                    v_proj: nn::linear(&a / "v_proj", d, kv_out, lin(config.qkv_bias())),
-                    o_proj: nn::linear(&a / "o_proj", q_out, d, lin(config.o_bias())),
+                    q_proj: Proj::linear(&a / "q_proj", d, q_out, lin(config.qkv_bias())),
+                    k_proj: Proj::linear(&a / "k_proj", d, kv_out, lin(config.qkv_bias())),
+                    v_proj: Proj::linear(&a / "v_proj", d, kv_out, lin(config.qkv_bias())),
+                    o_proj: Proj::linear(&a / "o_proj", q_out, d, lin(config.o_bias())),
                     post_norm: norm_weight(&p / "post_attention_layernorm"),
-                    gate_proj: nn::linear(&m / "gate_proj", d, ffn, lin(false)),
-                    up_proj: nn::linear(&m / "up_proj", d, ffn, lin(false)),
-                    down_proj: nn::linear(&m / "down_proj", ffn, d, lin(false)),
+                    gate_proj: Proj::linear(&m / "gate_proj", d, ffn, lin(false)),
+                    up_proj: Proj::linear(&m / "up_proj", d, ffn, lin(false)),
+                    down_proj: Proj::linear(&m / "down_proj", ffn, d, lin(false)),
                 }
             })
             .collect();
@@ -112,6 +115,7 @@ impl Llama {
             lm_head,
             device: vs.device(),
             config,
+            lora: None,
         })
     }
 

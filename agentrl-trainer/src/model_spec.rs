@@ -1,0 +1,47 @@
+//! What the learner trains: the tiny byte-level GPT or a Llama-family decoder (fully, or
+//! through LoRA adapters), and how to build an identically named empty copy of it for the
+//! rollout policy or the KL reference.
+
+use agentrl_core::Result;
+use agentrl_policy::llama::{Llama, LlamaConfig, LoraConfig};
+use agentrl_policy::{GptConfig, PolicyModel, TinyGpt};
+use tch::nn;
+
+/// The architecture of a learner's model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelSpec {
+    /// The tiny byte-level GPT.
+    Tiny(GptConfig),
+    /// A Llama-family decoder, with LoRA adapters when `lora` is set.
+    Llama {
+        /// The decoder's shape (boxed: it is much larger than the tiny GPT's).
+        config: Box<LlamaConfig>,
+        /// Adapter settings; `None` for full fine-tuning.
+        lora: Option<LoraConfig>,
+    },
+}
+
+impl ModelSpec {
+    /// The LoRA settings, when the model trains through adapters.
+    pub fn lora(&self) -> Option<&LoraConfig> {
+        match self {
+            ModelSpec::Llama { lora, .. } => lora.as_ref(),
+            ModelSpec::Tiny(_) => None,
+        }
+    }
+
+    /// A freshly initialised model with this spec's variables (same names and shapes as the
+    /// learner's, adapters included) in `vs`; copy weights into it with `VarStore::copy`.
+    pub fn build(&self, vs: &nn::VarStore) -> Result<Box<dyn PolicyModel>> {
+        match self {
+            ModelSpec::Tiny(config) => Ok(Box::new(TinyGpt::new(&vs.root(), config.clone())?)),
+            ModelSpec::Llama { config, lora } => {
+                let mut model = Llama::new(&vs.root(), (**config).clone())?;
+                if let Some(cfg) = lora {
+                    model.attach_lora(vs, cfg)?;
+                }
+                Ok(Box::new(model))
+            }
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! Loading a pretrained Llama-family model for chatting or training: its weights and its chat
+//! format (tokenizer and template) from a llama.cpp `.gguf` file or a Hugging Face directory
+//! (`config.json`, safetensors weights, `tokenizer.json`, `tokenizer_config.json`).
+
+use std::path::Path;
+
+use agentrl_core::{Error, Result};
+use agentrl_policy::gguf::GgufFile;
+use agentrl_policy::hf::{ChatTemplate, HfChatFormat, HfError, HfTokenizer};
+use agentrl_policy::llama::Llama;
+use tch::{Device, nn};
+
+/// Whether `path` names a GGUF file (by extension).
+pub fn is_gguf(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
+}
+
+/// Checks that `path` is a `.gguf` file or a Hugging Face model directory with the files a
+/// chat model needs.
+fn check_model_path(path: &Path) -> Result<()> {
+    if !path.exists() {
+        return Err(Error::Config(format!(
+            "model {} does not exist",
+            path.display()
+        )));
+    }
+    if is_gguf(path) {
+        return Ok(());
+    }
+    if !path.is_dir() {
+        return Err(Error::Config(format!(
+            "model {} is neither a .gguf file nor a Hugging Face model directory",
+            path.display()
+        )));
+    }
+    for needed in ["config.json", "tokenizer.json", "tokenizer_config.json"] {
+        if !path.join(needed).exists() {
+            return Err(Error::Config(format!(
+                "model directory {} has no {needed}",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Loads the chat format (tokenizer and template) of a `.gguf` file or a Hugging Face
+/// directory; `template`, when given, is Jinja source used instead of the model's own template
+/// (keeping the model's BOS/EOS tokens).
+pub fn load_chat_format(path: &Path, template: Option<&str>) -> Result<HfChatFormat> {
+    check_model_path(path)?;
+    let hf = |e: HfError| Error::Policy(format!("{}: {e}", path.display()));
+    let (tokenizer, own) = if is_gguf(path) {
+        let file = GgufFile::open(path).map_err(|e| Error::Policy(e.to_string()))?;
+        (
+            HfTokenizer::from_gguf(&file).map_err(hf)?,
+            ChatTemplate::from_gguf(&file).map_err(hf)?,
+        )
+    } else {
+        (
+            HfTokenizer::from_file(path.join("tokenizer.json")).map_err(hf)?,
+            ChatTemplate::from_tokenizer_config_file(path.join("tokenizer_config.json"))
+                .map_err(hf)?,
+        )
+    };
+    let template = match template {
+        Some(source) => ChatTemplate::new(source, own.bos_token(), own.eos_token())
+            .map_err(|e| Error::Config(format!("the chat template override: {e}")))?,
+        None => own,
+    };
+    HfChatFormat::new(tokenizer, template).map_err(hf)
+}
+
+/// Loads the weights of a `.gguf` file or a Hugging Face directory as f32 onto `device`; every
+/// variable is trainable.
+pub fn load_llama(path: &Path, device: Device) -> Result<(nn::VarStore, Llama)> {
+    check_model_path(path)?;
+    if is_gguf(path) {
+        let (vs, model, _config) = Llama::load_gguf(path, device)?;
+        Ok((vs, model))
+    } else {
+        Llama::load(path, device)
+    }
+}
+
+/// A short name for the model at `path` (its file or directory name), recorded as
+/// `base_model_name_or_path` in saved adapters without leaking the machine's directories.
+pub fn model_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
