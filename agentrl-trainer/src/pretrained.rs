@@ -73,10 +73,15 @@ pub fn load_chat_format(path: &Path, template: Option<&str>) -> Result<HfChatFor
     HfChatFormat::new(tokenizer, template).map_err(hf)
 }
 
-/// Loads the weights of a `.gguf` file or a Hugging Face directory as f32 onto `device`; every
-/// variable is trainable.
+/// Loads the weights of a `.gguf` file or a Hugging Face checkpoint (directory, `.safetensors`
+/// file or shard index; no tokenizer needed) as f32 onto `device`; every variable is trainable.
 pub fn load_llama(path: &Path, device: Device) -> Result<(nn::VarStore, Llama)> {
-    check_model_path(path)?;
+    if !path.exists() {
+        return Err(Error::Config(format!(
+            "model {} does not exist",
+            path.display()
+        )));
+    }
     if is_gguf(path) {
         let (vs, model, _config) = Llama::load_gguf(path, device)?;
         Ok((vs, model))
