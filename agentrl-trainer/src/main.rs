@@ -101,7 +101,7 @@ enum Command {
         #[arg(long)]
         judge_checkpoint: Option<PathBuf>,
     },
-    /// Lists the standard tools, or calls one with JSON arguments (`tool call NAME 'JSON'`).
+    /// Lists every tool, or calls one with JSON arguments (`tool call NAME 'JSON'`).
     Tool {
         #[command(subcommand)]
         command: tool_cli::ToolCommand,

@@ -32,7 +32,12 @@ fn lists_every_tool() {
             "write_file",
             "list_dir",
             "shell",
-            "python"
+            "python",
+            "sql",
+            "spreadsheet",
+            "search",
+            "http",
+            "browser"
         ]
     );
     assert!(
@@ -66,10 +71,10 @@ fn bad_arguments_fail_with_a_clear_error() {
         "{}",
         stderr(&out)
     );
-    let out = agentrl(&["tool", "call", "search", "{}"]);
+    let out = agentrl(&["tool", "call", "no_such_tool", "{}"]);
     assert!(!out.status.success());
     assert!(
-        stderr(&out).contains("unknown tool `search` (available tools: calculator"),
+        stderr(&out).contains("unknown tool `no_such_tool` (available tools: calculator"),
         "{}",
         stderr(&out)
     );
@@ -99,4 +104,69 @@ fn workspace_tools_use_the_given_directory() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn sql_runs_on_a_database_file_read_only_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shop.sqlite");
+    let db = db.to_str().unwrap();
+    for statement in [
+        "CREATE TABLE items (name TEXT, price REAL)",
+        "INSERT INTO items VALUES ('pen', 1.5), ('ink', 4.0)",
+    ] {
+        let args = serde_json::json!({ "query": statement }).to_string();
+        let out = agentrl(&["tool", "call", "sql", &args, "--database", db, "--write"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let sum = r#"{"query": "SELECT SUM(price) AS total FROM items"}"#;
+    let out = agentrl(&["tool", "call", "sql", sum, "--database", db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("5.5"), "{}", stdout(&out));
+    let insert = r#"{"query": "INSERT INTO items VALUES ('cap', 2)"}"#;
+    let out = agentrl(&["tool", "call", "sql", insert, "--database", db]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("read-only"), "{}", stderr(&out));
+}
+
+#[test]
+fn spreadsheet_search_and_web_tools_take_their_resources_from_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("stock.csv");
+    std::fs::write(&csv, "item,count\n\"pens, blue\",12\nink,3\n").unwrap();
+    let sheet = format!("stock={}", csv.display());
+    let sum = r#"{"op": "aggregate", "sheet": "stock", "range": "B2:B3", "function": "sum"}"#;
+    let out = agentrl(&["tool", "call", "spreadsheet", sum, "--sheet", &sheet]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("15"), "{}", stdout(&out));
+
+    let corpus = dir.path().join("corpus");
+    std::fs::create_dir(&corpus).unwrap();
+    std::fs::write(
+        corpus.join("a.txt"),
+        "Quillbrook Mills\nFounded in Tarnfield.",
+    )
+    .unwrap();
+    std::fs::write(corpus.join("b.md"), "Velmora Dask\nAn inventor.").unwrap();
+    let query = r#"{"query": "Tarnfield"}"#;
+    let out = agentrl(&[
+        "tool",
+        "call",
+        "search",
+        query,
+        "--corpus",
+        corpus.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Quillbrook Mills"),
+        "{}",
+        stdout(&out)
+    );
+
+    let get = r#"{"method": "GET", "url": "http://127.0.0.1:9/x"}"#;
+    let out = agentrl(&["tool", "call", "http", get]);
+    assert!(!out.status.success());
+    let bad = agentrl(&["tool", "call", "http", get, "--allow", "ftp://x"]);
+    assert!(stderr(&bad).contains("--allow"), "{}", stderr(&bad));
 }

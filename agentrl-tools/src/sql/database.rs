@@ -82,7 +82,8 @@ impl SqlDatabase {
         Self::guarded(conn, access, Some(dir))
     }
 
-    /// An existing database file opened with `access` (the file is not removed on drop).
+    /// A database file opened with `access` (read-write creates a missing file; the file is not
+    /// removed on drop).
     pub fn open(path: &Path, access: SqlAccess) -> Result<Self> {
         Self::guarded(open(path, access)?, access, None)
     }
@@ -146,7 +147,7 @@ impl SqlDatabase {
 fn open(path: &Path, access: SqlAccess) -> Result<Connection> {
     let mode = match access {
         SqlAccess::ReadOnly => OpenFlags::SQLITE_OPEN_READ_ONLY,
-        SqlAccess::ReadWrite => OpenFlags::SQLITE_OPEN_READ_WRITE,
+        SqlAccess::ReadWrite => OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
     };
     Connection::open_with_flags(path, mode | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .map_err(|e| fail("cannot open", &e))
