@@ -92,3 +92,53 @@ impl Error {
         }
     }
 }
+
+/// The text of `error` followed by each of its causes not already in the text, joined by `: `
+/// (an HTTP client's top-level message alone, say, rarely tells what went wrong).
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+#[cfg(test)]
+mod tests {
+    use super::with_causes;
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn causes_follow_the_message_once_each() {
+        let refused = Layer("connection refused", None);
+        let connect = Layer(
+            "error trying to connect: connection refused",
+            Some(Box::new(refused)),
+        );
+        let top = Layer("error sending request", Some(Box::new(connect)));
+        assert_eq!(
+            with_causes(&top),
+            "error sending request: error trying to connect: connection refused"
+        );
+        assert_eq!(with_causes(&Layer("plain", None)), "plain");
+    }
+}

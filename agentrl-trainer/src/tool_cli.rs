@@ -134,7 +134,9 @@ fn csv_row(line: &str) -> Vec<Cell> {
         .into_iter()
         .map(|f| match f.trim() {
             "" => Cell::Empty,
-            t => t.parse::<f64>().map_or_else(|_| Cell::text(t), Cell::Number),
+            t => t
+                .parse::<f64>()
+                .map_or_else(|_| Cell::text(t), Cell::Number),
         })
         .collect()
 }

@@ -15,27 +15,11 @@ use agentrl_trainer::run::demo;
 use serde_json::json;
 use tch::{Device, Tensor, nn};
 
-const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
+#[path = "../../agentrl-policy/tests/support/tiny_vocab.rs"]
+mod tiny_vocab;
+use tiny_vocab::byte_chars;
 
-/// GPT-2's byte → printable character map.
-fn byte_chars() -> Vec<char> {
-    let printable = |b: u32| {
-        (u32::from(b'!')..=u32::from(b'~')).contains(&b)
-            || (0xA1..=0xAC).contains(&b)
-            || (0xAE..=0xFF).contains(&b)
-    };
-    let mut extra = 0;
-    (0..256u32)
-        .map(|b| {
-            if printable(b) {
-                char::from_u32(b).unwrap()
-            } else {
-                extra += 1;
-                char::from_u32(255 + extra).unwrap()
-            }
-        })
-        .collect()
-}
+const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 
 /// A byte-level BPE without merges (one token per byte) plus ChatML specials after the bytes.
 fn tokenizer_json() -> serde_json::Value {

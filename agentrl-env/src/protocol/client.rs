@@ -38,21 +38,6 @@ impl Default for ClientConfig {
     }
 }
 
-/// Error text with its chain of causes (reqwest's top-level message alone is vague).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// Raw calls of the env protocol against one server.
 #[derive(Clone)]
 pub struct ProtocolClient {
@@ -88,7 +73,10 @@ impl ProtocolClient {
             .no_proxy()
             .build()
             .map_err(|e| {
-                Error::Config(format!("cannot build an HTTP client: {}", with_causes(&e)))
+                Error::Config(format!(
+                    "cannot build an HTTP client: {}",
+                    agentrl_core::with_causes(&e)
+                ))
             })?;
         Ok(ProtocolClient {
             http,
@@ -137,7 +125,10 @@ impl ProtocolClient {
             } else {
                 "request failed (connection lost?)"
             };
-            Error::env(env, format!("{what}: {why}: {}", with_causes(&e)))
+            Error::env(
+                env,
+                format!("{what}: {why}: {}", agentrl_core::with_causes(&e)),
+            )
         })?;
         let status = response.status();
         let headers = response.headers().clone();
@@ -146,7 +137,7 @@ impl ProtocolClient {
                 env,
                 format!(
                     "{what}: reading the answer failed (connection lost?): {}",
-                    with_causes(&e)
+                    agentrl_core::with_causes(&e)
                 ),
             )
         })?;

@@ -36,21 +36,6 @@ impl std::fmt::Debug for HttpPolicy {
     }
 }
 
-/// Error text with its chain of causes (reqwest's top-level message alone is vague).
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// The first 300 characters of a body, for error messages.
 pub(super) fn excerpt(text: &str) -> String {
     let mut out: String = text.chars().take(300).collect();
@@ -86,7 +71,7 @@ impl HttpPolicy {
             .map_err(|e| {
                 Error::Config(format!(
                     "HttpPolicy: cannot build a client: {}",
-                    with_causes(&e)
+                    agentrl_core::with_causes(&e)
                 ))
             })?;
         Ok(HttpPolicy {
@@ -142,20 +127,23 @@ impl HttpPolicy {
                 }
                 match request.send().await {
                     Err(e) if e.is_connect() => (
-                        format!("POST {url}: cannot connect: {}", with_causes(&e)),
+                        format!(
+                            "POST {url}: cannot connect: {}",
+                            agentrl_core::with_causes(&e)
+                        ),
                         None,
                     ),
                     Err(e) if e.is_timeout() => {
                         return Err(Error::Policy(format!(
                             "POST {url}: no answer within {:?}: {}",
                             inner.config.request_timeout,
-                            with_causes(&e)
+                            agentrl_core::with_causes(&e)
                         )));
                     }
                     Err(e) => {
                         return Err(Error::Policy(format!(
                             "POST {url}: request failed: {}",
-                            with_causes(&e)
+                            agentrl_core::with_causes(&e)
                         )));
                     }
                     Ok(response) => {
@@ -169,7 +157,7 @@ impl HttpPolicy {
                         let text = response.text().await.map_err(|e| {
                             Error::Policy(format!(
                                 "POST {url}: reading the answer (HTTP {status}): {}",
-                                with_causes(&e)
+                                agentrl_core::with_causes(&e)
                             ))
                         })?;
                         if status.is_success() {

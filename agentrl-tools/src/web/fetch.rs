@@ -89,8 +89,12 @@ async fn exchange(
     url: &Url,
     limits: WebLimits,
 ) -> Result<Fetched, ToolError> {
-    let failed =
-        |e: reqwest::Error| ToolError::Failed(format!("request to {url} failed: {}", causes(&e)));
+    let failed = |e: reqwest::Error| {
+        ToolError::Failed(format!(
+            "request to {url} failed: {}",
+            agentrl_core::with_causes(&e)
+        ))
+    };
     let mut response = request.send().await.map_err(failed)?;
     let header = |name: reqwest::header::HeaderName| {
         response
@@ -122,19 +126,4 @@ async fn exchange(
         body,
         truncated,
     })
-}
-
-/// Error text with its chain of causes.
-fn causes(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = cause.source();
-    }
-    text
 }
