@@ -591,15 +591,12 @@ fn a_dead_server_mid_episode_is_a_clear_env_error() {
         stop_tx.send(()).unwrap();
         server.join().unwrap();
 
-        let started = Instant::now();
         let action = expert.act(&task, &history);
         let err = env.step(&action).await.unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "no quick failure"
-        );
         assert!(matches!(err, Error::Env { .. }), "{err}");
         let text = err.to_string();
+        // Refused at once, not left to the 5 s request timeout.
+        assert!(!text.contains("timed out"), "{text}");
         assert!(text.contains("/api/interact"), "{text}");
         assert!(
             text.contains("unreachable") || text.contains("connection"),
