@@ -1,6 +1,7 @@
 //! Policy benchmarks: chat rendering/parsing and batched KV-cache generation of the demo model.
 
 use agentrl_core::{Message, SamplingParams, SeededRng, ToolCall};
+use agentrl_policy::PolicyModel;
 use agentrl_policy::{ByteTokenizer, ChatFormat, GptConfig, TinyChatFormat, TinyGpt};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tch::{Device, nn};

@@ -82,6 +82,18 @@ pub(crate) fn causal_positions(ids: &Tensor, device: Device) -> Tensor {
         .expand([b, t], false)
 }
 
+/// [`next_token_logprobs`] of `ids` with the logits `causal_logits` gives for `ids[:, :-1]`
+/// (what every model's [`PolicyModel::token_logprobs`] computes).
+pub(crate) fn shifted_logprobs(
+    ids: &Tensor,
+    temperature: f64,
+    causal_logits: impl FnOnce(&Tensor) -> Tensor,
+) -> (Tensor, Tensor) {
+    let t = ids.size().get(1).copied().unwrap_or(1);
+    let logits = causal_logits(&ids.narrow(1, 0, t - 1));
+    next_token_logprobs(logits, ids, temperature)
+}
+
 /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given `logits` `[B, T-1, V]` computed over
 /// `ids[:, :-1]`, under `softmax(logits / temperature)`, and the entropy of each distribution.
 pub(crate) fn next_token_logprobs(

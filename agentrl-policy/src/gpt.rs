@@ -202,27 +202,6 @@ impl TinyGpt {
         let positions = crate::decode::causal_positions(ids, self.device);
         self.forward(ids, &positions, None, None)
     }
-
-    /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given their prefixes, under
-    /// `softmax(logits / temperature)`, and the entropy of each of those distributions.
-    pub fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
-        let t = ids.size().get(1).copied().unwrap_or(1);
-        let logits = self.forward_train(&ids.narrow(1, 0, t - 1));
-        crate::decode::next_token_logprobs(logits, ids, temperature)
-    }
-
-    /// Continues every prompt (batched, KV cache). Rows may have different sampling params;
-    /// `rngs` gives each row its random stream. A prompt with no room left in the context
-    /// returns no ids with finish `Length`.
-    pub fn generate(
-        &self,
-        prompts: &[Vec<TokenId>],
-        params: &[SamplingParams],
-        rngs: &mut [SeededRng],
-        policy_version: u64,
-    ) -> Result<Vec<Generation>> {
-        crate::decode::generate(self, prompts, params, rngs, policy_version)
-    }
 }
 
 impl CachedDecoder for TinyGpt {
@@ -260,9 +239,9 @@ impl crate::decode::PolicyModel for TinyGpt {
         rngs: &mut [SeededRng],
         policy_version: u64,
     ) -> Result<Vec<Generation>> {
-        TinyGpt::generate(self, prompts, params, rngs, policy_version)
+        crate::decode::generate(self, prompts, params, rngs, policy_version)
     }
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
-        TinyGpt::token_logprobs(self, ids, temperature)
+        crate::decode::shifted_logprobs(ids, temperature, |prefix| self.forward_train(prefix))
     }
 }

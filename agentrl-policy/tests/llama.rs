@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use agentrl_core::{SamplingParams, SeededRng};
+use agentrl_policy::PolicyModel;
 use agentrl_policy::llama::{Llama, LlamaConfig};
 use tch::{Device, Kind, Tensor, nn};
 

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use agentrl_core::{GenerationRequest, Policy, SamplingParams, SeededRng};
+use agentrl_policy::PolicyModel;
 use agentrl_policy::TchPolicy;
 use agentrl_policy::llama::{
     ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, Llama, LlamaConfig, LoraConfig, TARGET_MODULES,

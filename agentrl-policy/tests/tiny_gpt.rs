@@ -2,6 +2,7 @@
 //! leak between rows, and the policy thread batches concurrent callers.
 
 use agentrl_core::{FinishReason, GenerationRequest, Policy, SamplingParams, SeededRng};
+use agentrl_policy::PolicyModel;
 use agentrl_policy::{GptConfig, TchPolicy, TinyGpt, snapshot_weights};
 use tch::{Device, Kind, Tensor, nn};
 

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Result};
+use agentrl_policy::PolicyModel;
 use agentrl_policy::llama::Llama;
 use clap::Args;
 use serde::Serialize;

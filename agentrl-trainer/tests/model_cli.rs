@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use agentrl_policy::PolicyModel;
 use agentrl_policy::llama::{Llama, LlamaConfig};
 use tch::{Device, Tensor, nn};
 
