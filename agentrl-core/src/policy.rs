@@ -22,6 +22,10 @@ pub struct SamplingParams {
     pub max_new_tokens: usize,
     /// Generation stops after any of these ids (the stop id is kept in the output).
     pub stop_ids: Vec<TokenId>,
+    /// Generation stops once the generated text contains any of these strings. The token that
+    /// completes the match is kept in the output ids (token-exact trajectories); cutting the
+    /// text at the match is the caller's choice ([`Generation::matched_stop`] names it).
+    pub stop: Vec<String>,
     /// Seed for reproducible sampling; `None` draws from the backend's generator.
     pub seed: Option<u64>,
 }
@@ -34,6 +38,7 @@ impl Default for SamplingParams {
             top_k: 0,
             max_new_tokens: 64,
             stop_ids: Vec::new(),
+            stop: Vec::new(),
             seed: None,
         }
     }
@@ -63,6 +68,11 @@ impl SamplingParams {
         }
         if self.max_new_tokens == 0 {
             return bad("max_new_tokens must be at least 1".into());
+        }
+        if let Some(i) = self.stop.iter().position(String::is_empty) {
+            return bad(format!(
+                "stop string {i} is empty (it would match before any text)"
+            ));
         }
         Ok(())
     }
@@ -102,7 +112,7 @@ impl GenerationRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FinishReason {
-    /// A stop id was produced.
+    /// A stop id was produced, or the text reached a stop string.
     Stop,
     /// `max_new_tokens` (or the model's context) was reached.
     Length,
@@ -118,6 +128,10 @@ pub struct Generation {
     pub logprobs: Vec<f32>,
     /// Why it ended.
     pub finish: FinishReason,
+    /// The stop string whose match ended generation (finish is then `Stop`); `None` when a stop
+    /// id or the length limit ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_stop: Option<String>,
     /// Version of the weights that produced it.
     pub policy_version: u64,
     /// Name of the policy that produced it, when several are mixed (e.g. by cross-policy

@@ -75,7 +75,7 @@ fn generation(c: &mut Criterion) {
         b.iter(|| {
             let mut rngs: Vec<SeededRng> = (0..batch as u64).map(SeededRng::new).collect();
             model
-                .generate(&prompts, &params, &mut rngs, 0)
+                .generate(&prompts, &params, &mut rngs, 0, None)
                 .expect("generation")
         })
     });

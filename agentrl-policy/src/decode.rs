@@ -5,6 +5,8 @@
 //! sampling parameters and random streams, stop ids and the context limit.
 
 use agentrl_core::{Error, FinishReason, Generation, Result, SamplingParams, SeededRng, TokenId};
+use std::sync::Arc;
+
 use tch::{Device, Kind, Tensor};
 
 use crate::sampling::sample_token;
@@ -33,8 +35,9 @@ impl KvCache {
     }
 }
 
-/// A decoder that can run forward steps over a [`KvCache`].
-pub(crate) trait CachedDecoder {
+/// A decoder that can run forward steps over a [`KvCache`]; every such decoder is a
+/// [`PolicyModel`] (the blanket impl below supplies generation and log-probabilities).
+pub(crate) trait CachedDecoder: Send + 'static {
     /// Vocabulary size.
     fn vocab_size(&self) -> usize;
     /// Longest sequence the model's positions cover.
@@ -50,7 +53,13 @@ pub(crate) trait CachedDecoder {
         bias: &Tensor,
         cache: &mut KvCache,
     ) -> Tensor;
+    /// Logits `[B, T, V]` of right-padded sequences `[B, T]` (positions `0..T`, causal, no cache).
+    fn causal_logits(&self, ids: &Tensor) -> Tensor;
 }
+
+/// Renders generated ids as text, so generation can stop at stop strings (normally a chat
+/// format's `decode`, special tokens written out).
+pub type Detokenizer = Arc<dyn Fn(&[TokenId]) -> String + Send + Sync>;
 
 /// A causal language model that [`crate::TchPolicy`] can serve and a learner can train:
 /// batched generation plus the log-probabilities of given ids. [`crate::TinyGpt`] and
@@ -61,17 +70,43 @@ pub trait PolicyModel: Send + 'static {
     /// Longest sequence (prompt + generation) the model covers.
     fn context_len(&self) -> usize;
     /// Continues every prompt (batched, left-padded, KV cache); rows may have their own
-    /// sampling params, `rngs` gives each row its random stream.
+    /// sampling params, `rngs` gives each row its random stream. Rows with stop strings need
+    /// `detokenizer` to see their text.
     fn generate(
         &self,
         prompts: &[Vec<TokenId>],
         params: &[SamplingParams],
         rngs: &mut [SeededRng],
         policy_version: u64,
+        detokenizer: Option<&Detokenizer>,
     ) -> Result<Vec<Generation>>;
     /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given their prefixes under
     /// `softmax(logits / temperature)`, and the entropy of each distribution.
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor);
+}
+
+impl<M: CachedDecoder> PolicyModel for M {
+    fn vocab_size(&self) -> usize {
+        CachedDecoder::vocab_size(self)
+    }
+    fn context_len(&self) -> usize {
+        CachedDecoder::context_len(self)
+    }
+    fn generate(
+        &self,
+        prompts: &[Vec<TokenId>],
+        params: &[SamplingParams],
+        rngs: &mut [SeededRng],
+        policy_version: u64,
+        detokenizer: Option<&Detokenizer>,
+    ) -> Result<Vec<Generation>> {
+        generate(self, prompts, params, rngs, policy_version, detokenizer)
+    }
+    fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
+        let t = ids.size().get(1).copied().unwrap_or(1);
+        let logits = self.causal_logits(&ids.narrow(1, 0, t - 1));
+        next_token_logprobs(logits, ids, temperature)
+    }
 }
 
 /// Positions `0..T` for every row of right-padded ids `[B, T]`.
@@ -80,18 +115,6 @@ pub(crate) fn causal_positions(ids: &Tensor, device: Device) -> Tensor {
     Tensor::arange(t, (Kind::Int64, device))
         .unsqueeze(0)
         .expand([b, t], false)
-}
-
-/// [`next_token_logprobs`] of `ids` with the logits `causal_logits` gives for `ids[:, :-1]`
-/// (what every model's [`PolicyModel::token_logprobs`] computes).
-pub(crate) fn shifted_logprobs(
-    ids: &Tensor,
-    temperature: f64,
-    causal_logits: impl FnOnce(&Tensor) -> Tensor,
-) -> (Tensor, Tensor) {
-    let t = ids.size().get(1).copied().unwrap_or(1);
-    let logits = causal_logits(&ids.narrow(1, 0, t - 1));
-    next_token_logprobs(logits, ids, temperature)
 }
 
 /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given `logits` `[B, T-1, V]` computed over
@@ -116,13 +139,15 @@ pub(crate) fn next_token_logprobs(
 
 /// Continues every prompt (batched, left-padded, KV cache). Rows may have different sampling
 /// params; `rngs` gives each row its random stream. A prompt with no room left in the context
-/// returns no ids with finish `Length`.
-pub(crate) fn generate<M: CachedDecoder>(
+/// returns no ids with finish `Length`. Rows with stop strings are matched on `detokenizer`'s
+/// text of their generated ids after every token.
+fn generate<M: CachedDecoder>(
     model: &M,
     prompts: &[Vec<TokenId>],
     params: &[SamplingParams],
     rngs: &mut [SeededRng],
     policy_version: u64,
+    detokenizer: Option<&Detokenizer>,
 ) -> Result<Vec<Generation>> {
     let n = prompts.len();
     if params.len() != n || rngs.len() != n {
@@ -137,6 +162,7 @@ pub(crate) fn generate<M: CachedDecoder>(
             ids: Vec::new(),
             logprobs: Vec::new(),
             finish: FinishReason::Length,
+            matched_stop: None,
             policy_version,
             policy_name: None,
         })
@@ -144,6 +170,14 @@ pub(crate) fn generate<M: CachedDecoder>(
     let mut rows: Vec<usize> = Vec::with_capacity(n);
     for (i, p) in prompts.iter().enumerate() {
         params[i].validate()?;
+        if !params[i].stop.is_empty() && detokenizer.is_none() {
+            return Err(Error::Policy(format!(
+                "request {i} has stop strings {:?}, but this model was started without a \
+                 detokenizer to match them (give the policy the chat format's decoder, or use \
+                 stop ids)",
+                params[i].stop
+            )));
+        }
         if let Some(&bad) = p.iter().find(|&&id| id as usize >= vocab) {
             return Err(Error::Policy(format!(
                 "prompt {i} has id {bad}, outside the vocabulary of {vocab}"
@@ -159,18 +193,54 @@ pub(crate) fn generate<M: CachedDecoder>(
     if rows.is_empty() {
         return Ok(out);
     }
-    tch::no_grad(|| generate_rows(model, prompts, params, rngs, &rows, &mut out))?;
+    let batch = Batch {
+        prompts,
+        params,
+        rows: &rows,
+        detokenizer,
+    };
+    tch::no_grad(|| generate_rows(model, &batch, rngs, &mut out))?;
     Ok(out)
+}
+
+/// The rows of one [`generate`] call that still have room to generate.
+struct Batch<'a> {
+    prompts: &'a [Vec<TokenId>],
+    params: &'a [SamplingParams],
+    /// Indices into `prompts` of the rows to run.
+    rows: &'a [usize],
+    detokenizer: Option<&'a Detokenizer>,
+}
+
+/// The first of `stops` that the text of `ids` contains, if any.
+fn find_stop(
+    stops: &[String],
+    ids: &[TokenId],
+    detokenizer: Option<&Detokenizer>,
+) -> Option<String> {
+    if stops.is_empty() {
+        return None;
+    }
+    let text = detokenizer.map(|d| d(ids))?;
+    stops
+        .iter()
+        .filter_map(|s| text.find(s.as_str()).map(|at| (at, s)))
+        .min_by_key(|&(at, _)| at)
+        .map(|(_, s)| s.clone())
 }
 
 fn generate_rows<M: CachedDecoder>(
     model: &M,
-    prompts: &[Vec<TokenId>],
-    params: &[SamplingParams],
+    batch: &Batch<'_>,
     rngs: &mut [SeededRng],
-    rows: &[usize],
     out: &mut [Generation],
 ) -> Result<()> {
+    let Batch {
+        prompts,
+        params,
+        rows,
+        detokenizer,
+    } = *batch;
     let b = rows.len();
     let max_len = rows.iter().map(|&r| prompts[r].len()).max().unwrap_or(1);
     let pad = 0i64;
@@ -241,6 +311,10 @@ fn generate_rows<M: CachedDecoder>(
             if params[r].stop_ids.contains(&id) {
                 g.finish = FinishReason::Stop;
                 active[row] = false;
+            } else if let Some(stop) = find_stop(&params[r].stop, &g.ids, detokenizer) {
+                g.finish = FinishReason::Stop;
+                g.matched_stop = Some(stop);
+                active[row] = false;
             } else if g.ids.len() >= params[r].max_new_tokens || next_pos[row] + 1 >= max_seq {
                 active[row] = false;
             }
@@ -279,8 +353,9 @@ impl PolicyModel for Box<dyn PolicyModel> {
         params: &[SamplingParams],
         rngs: &mut [SeededRng],
         policy_version: u64,
+        detokenizer: Option<&Detokenizer>,
     ) -> Result<Vec<Generation>> {
-        (**self).generate(prompts, params, rngs, policy_version)
+        (**self).generate(prompts, params, rngs, policy_version, detokenizer)
     }
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
         (**self).token_logprobs(ids, temperature)

@@ -2,7 +2,7 @@
 //! causal attention, a KV cache for batched generation, and log-probabilities of given ids for
 //! training.
 
-use agentrl_core::{Error, Generation, Result, SamplingParams, SeededRng, TokenId};
+use agentrl_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor, nn, nn::Module};
 
@@ -223,25 +223,7 @@ impl CachedDecoder for TinyGpt {
     ) -> Tensor {
         self.forward(ids, positions, Some(bias), Some(cache))
     }
-}
-
-impl crate::decode::PolicyModel for TinyGpt {
-    fn vocab_size(&self) -> usize {
-        self.config.vocab_size
-    }
-    fn context_len(&self) -> usize {
-        self.config.max_seq_len
-    }
-    fn generate(
-        &self,
-        prompts: &[Vec<TokenId>],
-        params: &[SamplingParams],
-        rngs: &mut [SeededRng],
-        policy_version: u64,
-    ) -> Result<Vec<Generation>> {
-        crate::decode::generate(self, prompts, params, rngs, policy_version)
-    }
-    fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
-        crate::decode::shifted_logprobs(ids, temperature, |prefix| self.forward_train(prefix))
+    fn causal_logits(&self, ids: &Tensor) -> Tensor {
+        self.forward_train(ids)
     }
 }

@@ -51,7 +51,7 @@ pub use sampling::sample_token;
 pub use tokenizer::{ByteTokenizer, SPECIAL_TOKENS, SpecialIds};
 
 #[cfg(feature = "tch")]
-pub use decode::PolicyModel;
+pub use decode::{Detokenizer, PolicyModel};
 #[cfg(feature = "tch")]
 pub use gpt::{GptConfig, TinyGpt};
 #[cfg(feature = "tch")]

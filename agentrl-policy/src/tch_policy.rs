@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use tch::{Tensor, nn};
 use tokio::sync::oneshot;
 
-use crate::decode::PolicyModel;
+use crate::decode::{Detokenizer, PolicyModel};
 
 /// Named weight tensors, as produced by [`snapshot_weights`].
 pub type NamedWeights = Vec<(String, Tensor)>;
@@ -76,12 +76,34 @@ impl TchPolicy {
     /// Starts the model thread for `model` (a [`crate::TinyGpt`], a [`crate::llama::Llama`] or
     /// any [`PolicyModel`]) whose variables live in `vs`. `max_batch` bounds the rows of one
     /// forward batch; `seed` seeds the sampling streams of requests that bring no seed of their
-    /// own.
+    /// own. Requests with stop strings are refused: see [`TchPolicy::spawn_with_detokenizer`].
     pub fn spawn<M: PolicyModel>(
         vs: nn::VarStore,
         model: M,
         max_batch: usize,
         seed: u64,
+    ) -> Result<Self> {
+        Self::spawn_inner(vs, model, max_batch, seed, None)
+    }
+
+    /// [`TchPolicy::spawn`] with the text view of generated ids (normally the chat format's
+    /// `decode`), so requests may stop at stop strings.
+    pub fn spawn_with_detokenizer<M: PolicyModel>(
+        vs: nn::VarStore,
+        model: M,
+        max_batch: usize,
+        seed: u64,
+        detokenizer: Detokenizer,
+    ) -> Result<Self> {
+        Self::spawn_inner(vs, model, max_batch, seed, Some(detokenizer))
+    }
+
+    fn spawn_inner<M: PolicyModel>(
+        vs: nn::VarStore,
+        model: M,
+        max_batch: usize,
+        seed: u64,
+        detokenizer: Option<Detokenizer>,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Command>();
         let version = Arc::new(AtomicU64::new(0));
@@ -90,7 +112,17 @@ impl TchPolicy {
         let nb = batches.clone();
         let thread = std::thread::Builder::new()
             .name("agentrl-policy".into())
-            .spawn(move || model_thread(vs, model, rx, v, nb, max_batch.max(1), seed))
+            .spawn(move || {
+                let thread = ModelThread {
+                    model,
+                    detokenizer,
+                    version: v,
+                    batches: nb,
+                    max_batch: max_batch.max(1),
+                    seeds: SeededRng::new(seed),
+                };
+                thread.run(vs, rx)
+            })
             .map_err(|e| Error::Policy(format!("could not start the model thread: {e}")))?;
         Ok(TchPolicy {
             inner: Arc::new(Inner {
@@ -155,54 +187,111 @@ fn apply_weights(vs: &nn::VarStore, weights: &NamedWeights) -> Result<()> {
     })
 }
 
-fn model_thread<M: PolicyModel>(
-    vs: nn::VarStore,
+/// What the model thread owns: the model, its text view and its counters.
+struct ModelThread<M> {
     model: M,
-    rx: mpsc::Receiver<Command>,
+    detokenizer: Option<Detokenizer>,
     version: Arc<AtomicU64>,
     batches: Arc<AtomicU64>,
     max_batch: usize,
-    seed: u64,
-) {
-    let mut seeds = SeededRng::new(seed);
-    let mut pending: Option<Command> = None;
-    loop {
-        let first = match pending.take() {
-            Some(c) => c,
-            None => match rx.recv() {
-                Ok(c) => c,
-                Err(_) => return,
-            },
-        };
-        match first {
-            Command::SetWeights(w, v, reply) => {
-                let r = apply_weights(&vs, &w);
-                if r.is_ok() {
-                    version.store(v, Ordering::Release);
-                }
-                let _ = reply.send(r);
-            }
-            Command::Generate(reqs, reply) => {
-                let mut jobs = vec![(reqs, reply)];
-                let mut rows: usize = jobs[0].0.len();
-                // Wait a moment for other sessions' requests, so they share this batch.
-                let deadline = std::time::Instant::now() + GATHER_WINDOW;
-                while rows < max_batch {
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    match rx.recv_timeout(left) {
-                        Ok(Command::Generate(r, tx)) => {
-                            rows += r.len();
-                            jobs.push((r, tx));
-                        }
-                        Ok(other) => {
-                            pending = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
+    /// Seeds the streams of requests without a seed of their own.
+    seeds: SeededRng,
+}
+
+impl<M: PolicyModel> ModelThread<M> {
+    /// Serves commands until every handle is dropped.
+    fn run(mut self, vs: nn::VarStore, rx: mpsc::Receiver<Command>) {
+        let mut pending: Option<Command> = None;
+        loop {
+            let first = match pending.take() {
+                Some(c) => c,
+                None => match rx.recv() {
+                    Ok(c) => c,
+                    Err(_) => return,
+                },
+            };
+            match first {
+                Command::SetWeights(w, v, reply) => {
+                    let r = apply_weights(&vs, &w);
+                    if r.is_ok() {
+                        self.version.store(v, Ordering::Release);
                     }
+                    let _ = reply.send(r);
                 }
-                run_batch(&model, jobs, &version, &mut seeds);
-                batches.fetch_add(1, Ordering::Relaxed);
+                Command::Generate(reqs, reply) => {
+                    let mut jobs = vec![(reqs, reply)];
+                    let mut rows: usize = jobs[0].0.len();
+                    // Wait a moment for other sessions' requests, so they share this batch.
+                    let deadline = std::time::Instant::now() + GATHER_WINDOW;
+                    while rows < self.max_batch {
+                        let left = deadline.saturating_duration_since(std::time::Instant::now());
+                        match rx.recv_timeout(left) {
+                            Ok(Command::Generate(r, tx)) => {
+                                rows += r.len();
+                                jobs.push((r, tx));
+                            }
+                            Ok(other) => {
+                                pending = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    self.run_batch(jobs);
+                    self.batches.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Generates for every job in one batch and answers each job with its rows.
+    fn run_batch(&mut self, jobs: Vec<Job>) {
+        let mut prompts = Vec::new();
+        let mut params = Vec::new();
+        let mut rngs = Vec::new();
+        for (reqs, _) in &jobs {
+            for r in reqs {
+                prompts.push(r.prompt_ids.clone());
+                rngs.push(match r.params.seed {
+                    Some(s) => SeededRng::new(s),
+                    None => SeededRng::new(self.seeds.next_u64()),
+                });
+                params.push(r.params.clone());
+            }
+        }
+        let v = self.version.load(Ordering::Acquire);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.model
+                .generate(&prompts, &params, &mut rngs, v, self.detokenizer.as_ref())
+        }))
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::Policy(format!(
+                "generation failed inside libtorch: {what}"
+            )))
+        });
+        match result {
+            Ok(all) => {
+                let mut it = all.into_iter();
+                for (reqs, reply) in jobs {
+                    let mine: Vec<Generation> = it.by_ref().take(reqs.len()).collect();
+                    let _ = reply.send(Ok(mine));
+                }
+            }
+            Err(e) if jobs.len() == 1 => {
+                if let Some((_, reply)) = jobs.into_iter().next() {
+                    let _ = reply.send(Err(e));
+                }
+            }
+            Err(_) => {
+                // One job's bad input must not fail the others: retry each job alone.
+                for job in jobs {
+                    self.run_batch(vec![job]);
+                }
             }
         }
     }
@@ -215,58 +304,3 @@ type Job = (
     Vec<GenerationRequest>,
     oneshot::Sender<Result<Vec<Generation>>>,
 );
-
-fn run_batch<M: PolicyModel>(
-    model: &M,
-    jobs: Vec<Job>,
-    version: &AtomicU64,
-    seeds: &mut SeededRng,
-) {
-    let mut prompts = Vec::new();
-    let mut params = Vec::new();
-    let mut rngs = Vec::new();
-    for (reqs, _) in &jobs {
-        for r in reqs {
-            prompts.push(r.prompt_ids.clone());
-            rngs.push(match r.params.seed {
-                Some(s) => SeededRng::new(s),
-                None => SeededRng::new(seeds.next_u64()),
-            });
-            params.push(r.params.clone());
-        }
-    }
-    let v = version.load(Ordering::Acquire);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        model.generate(&prompts, &params, &mut rngs, v)
-    }))
-    .unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "unknown panic".into());
-        Err(Error::Policy(format!(
-            "generation failed inside libtorch: {what}"
-        )))
-    });
-    match result {
-        Ok(all) => {
-            let mut it = all.into_iter();
-            for (reqs, reply) in jobs {
-                let mine: Vec<Generation> = it.by_ref().take(reqs.len()).collect();
-                let _ = reply.send(Ok(mine));
-            }
-        }
-        Err(e) if jobs.len() == 1 => {
-            if let Some((_, reply)) = jobs.into_iter().next() {
-                let _ = reply.send(Err(e));
-            }
-        }
-        Err(_) => {
-            // One job's bad input must not fail the others: retry each job alone.
-            for (reqs, reply) in jobs {
-                run_batch(model, vec![(reqs, reply)], version, seeds);
-            }
-        }
-    }
-}

@@ -349,6 +349,7 @@ fn cached_generation_logprobs_equal_the_full_forward() {
                 &[SamplingParams::greedy(12)],
                 &mut [SeededRng::new(1)],
                 7,
+                None,
             )
             .unwrap()
             .remove(0);
@@ -381,6 +382,7 @@ fn left_padding_does_not_change_a_row() {
             std::slice::from_ref(&p),
             &mut [SeededRng::new(0)],
             0,
+            None,
         )
         .unwrap();
     let batched = m
@@ -389,6 +391,7 @@ fn left_padding_does_not_change_a_row() {
             &[p.clone(), p],
             &mut [SeededRng::new(0), SeededRng::new(0)],
             0,
+            None,
         )
         .unwrap();
     assert_eq!(alone[0].ids, batched[1].ids);
@@ -401,6 +404,7 @@ fn left_padding_does_not_change_a_row() {
             &[SamplingParams::greedy(1)],
             &mut [SeededRng::new(0)],
             0,
+            None,
         )
         .unwrap_err()
         .to_string();

@@ -256,7 +256,7 @@ fn bad_configs_and_mismatched_adapters_are_refused() {
 fn greedy(m: &Llama, prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {
     let params: Vec<SamplingParams> = prompts.iter().map(|_| SamplingParams::greedy(10)).collect();
     let mut rngs: Vec<SeededRng> = prompts.iter().map(|_| SeededRng::new(0)).collect();
-    m.generate(prompts, &params, &mut rngs, 0)
+    m.generate(prompts, &params, &mut rngs, 0, None)
         .unwrap()
         .into_iter()
         .map(|g| g.ids)

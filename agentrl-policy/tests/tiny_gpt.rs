@@ -1,8 +1,11 @@
 //! The tch transformer: cached batched generation matches the full forward, padding does not
-//! leak between rows, and the policy thread batches concurrent callers.
+//! leak between rows, the policy thread batches concurrent callers, and stop ids and stop
+//! strings end generation at the right token.
 
 use agentrl_core::{FinishReason, GenerationRequest, Policy, SamplingParams, SeededRng};
-use agentrl_policy::PolicyModel;
+use std::sync::Arc;
+
+use agentrl_policy::{Detokenizer, PolicyModel};
 use agentrl_policy::{GptConfig, TchPolicy, TinyGpt, snapshot_weights};
 use tch::{Device, Kind, Tensor, nn};
 
@@ -41,6 +44,7 @@ fn cached_generation_logprobs_equal_the_full_forward() {
             &[params],
             &mut [SeededRng::new(42)],
             3,
+            None,
         )
         .unwrap()
         .remove(0);
@@ -72,6 +76,7 @@ fn left_padding_does_not_change_a_row() {
             std::slice::from_ref(&p),
             &mut [SeededRng::new(0)],
             0,
+            None,
         )
         .unwrap();
     let batched = m
@@ -80,6 +85,7 @@ fn left_padding_does_not_change_a_row() {
             &[p.clone(), p],
             &mut [SeededRng::new(0), SeededRng::new(0)],
             0,
+            None,
         )
         .unwrap();
     assert_eq!(alone[0].ids, batched[1].ids);
@@ -98,6 +104,7 @@ fn stop_ids_context_limit_and_bad_ids() {
             std::slice::from_ref(&greedy),
             &mut [SeededRng::new(0)],
             0,
+            None,
         )
         .unwrap();
     let stop = first[0].ids[0];
@@ -106,7 +113,7 @@ fn stop_ids_context_limit_and_bad_ids() {
         ..greedy.clone()
     };
     let g = m
-        .generate(&[vec![1, 2]], &[p], &mut [SeededRng::new(0)], 0)
+        .generate(&[vec![1, 2]], &[p], &mut [SeededRng::new(0)], 0, None)
         .unwrap();
     assert_eq!(g[0].ids, vec![stop]);
     assert_eq!(g[0].finish, FinishReason::Stop);
@@ -118,6 +125,7 @@ fn stop_ids_context_limit_and_bad_ids() {
             std::slice::from_ref(&greedy),
             &mut [SeededRng::new(0)],
             0,
+            None,
         )
         .unwrap();
     assert!(g[0].ids.is_empty());
@@ -125,11 +133,23 @@ fn stop_ids_context_limit_and_bad_ids() {
     // Generation never runs past the context.
     let long = SamplingParams::greedy(100);
     let g = m
-        .generate(&[vec![1u32; 30]], &[long], &mut [SeededRng::new(0)], 0)
+        .generate(
+            &[vec![1u32; 30]],
+            &[long],
+            &mut [SeededRng::new(0)],
+            0,
+            None,
+        )
         .unwrap();
     assert_eq!(g[0].ids.len(), 2);
     let err = m
-        .generate(&[vec![1, 400]], &[greedy], &mut [SeededRng::new(0)], 0)
+        .generate(
+            &[vec![1, 400]],
+            &[greedy],
+            &mut [SeededRng::new(0)],
+            0,
+            None,
+        )
         .unwrap_err();
     assert!(err.to_string().contains("outside the vocabulary"), "{err}");
 }
@@ -173,4 +193,112 @@ async fn policy_thread_batches_concurrent_callers_and_swaps_weights() {
     )];
     assert!(policy.set_weights(bad, 8).await.is_err());
     assert_eq!(policy.version(), 7);
+}
+
+/// A text view in which every id is several characters (`<12>`), so stop strings can end in
+/// the middle of a token, as they do with real subword tokenizers.
+fn bracketed(ids: &[u32]) -> String {
+    ids.iter().map(|id| format!("<{id}>")).collect()
+}
+
+#[test]
+fn stop_strings_end_generation_at_the_token_that_completes_them() {
+    let (_vs, m) = model(5);
+    let detokenizer: Detokenizer = Arc::new(bracketed);
+    let greedy = SamplingParams::greedy(16);
+    let full = m
+        .generate(
+            &[vec![1, 2]],
+            std::slice::from_ref(&greedy),
+            &mut [SeededRng::new(0)],
+            0,
+            None,
+        )
+        .unwrap()
+        .remove(0);
+    assert_eq!(full.ids.len(), 16);
+    // A stop string spanning tokens 4 and 5 and ending inside token 5: "3><1" of "<3><17>".
+    let k = 5;
+    let (prev, next) = (full.ids[k - 1].to_string(), full.ids[k].to_string());
+    let stop = format!("{}><{}", &prev[prev.len() - 1..], &next[..1]);
+    // Where a plain scan of the text finds it first (it may occur before token 5).
+    let first = (1..=full.ids.len())
+        .find(|&n| bracketed(&full.ids[..n]).contains(&stop))
+        .unwrap();
+    assert!(first <= k + 1);
+    let params = SamplingParams {
+        stop: vec!["never-in-this-text".into(), stop.clone()],
+        ..greedy.clone()
+    };
+    // Row 0 stops at the string; row 1 (no stop strings, same prompt) runs to its length.
+    let out = m
+        .generate(
+            &[vec![1, 2], vec![1, 2]],
+            &[params.clone(), greedy.clone()],
+            &mut [SeededRng::new(0), SeededRng::new(0)],
+            0,
+            Some(&detokenizer),
+        )
+        .unwrap();
+    assert_eq!(out[0].ids, full.ids[..first]);
+    for (a, b) in out[0].logprobs.iter().zip(&full.logprobs[..first]) {
+        assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+    }
+    assert_eq!(out[0].finish, FinishReason::Stop);
+    assert_eq!(out[0].matched_stop.as_deref(), Some(stop.as_str()));
+    assert_eq!(out[1].ids, full.ids);
+    assert_eq!(out[1].finish, FinishReason::Length);
+    assert_eq!(out[1].matched_stop, None);
+
+    // Without a text view, stop strings are refused with a reason, not ignored.
+    let err = m
+        .generate(&[vec![1, 2]], &[params], &mut [SeededRng::new(0)], 0, None)
+        .unwrap_err();
+    assert!(err.to_string().contains("detokenizer"), "{err}");
+    // An empty stop string would match before any text: refused.
+    let empty = SamplingParams {
+        stop: vec![String::new()],
+        ..greedy
+    };
+    let err = m
+        .generate(
+            &[vec![1, 2]],
+            &[empty],
+            &mut [SeededRng::new(0)],
+            0,
+            Some(&detokenizer),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("stop string 0 is empty"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policy_thread_matches_stop_strings_only_with_a_detokenizer() {
+    let stop_at = |text: &str| SamplingParams {
+        stop: vec![text.to_string()],
+        ..SamplingParams::greedy(12)
+    };
+    let (vs, m) = model(6);
+    let plain = TchPolicy::spawn(vs, m, 8, 0).unwrap();
+    let err = plain
+        .generate(vec![GenerationRequest::new(vec![3, 4], stop_at("<"))])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("detokenizer"), "{err}");
+
+    let (vs, m) = model(7);
+    let with_text = TchPolicy::spawn_with_detokenizer(vs, m, 8, 0, Arc::new(bracketed)).unwrap();
+    let req = GenerationRequest::new(vec![3, 4], SamplingParams::greedy(12));
+    let full = with_text.generate(vec![req]).await.unwrap().remove(0);
+    let third = format!("<{}>", full.ids[2]);
+    let g = with_text
+        .generate(vec![GenerationRequest::new(vec![3, 4], stop_at(&third))])
+        .await
+        .unwrap()
+        .remove(0);
+    let first = (1..=full.ids.len())
+        .find(|&n| bracketed(&full.ids[..n]).contains(&third))
+        .unwrap();
+    assert_eq!(g.ids, full.ids[..first]);
+    assert_eq!(g.matched_stop, Some(third));
 }

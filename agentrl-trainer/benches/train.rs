@@ -104,6 +104,7 @@ fn rollouts(c: &mut Criterion) {
         policy: Arc::new(TchPolicy::spawn(vs, model, 256, 0).expect("policy thread")),
         format: Arc::new(TinyChatFormat::new()),
         max_seq_len: 160,
+        stop: Vec::new(),
     };
     let tasks: Vec<_> = (0..128u64)
         .map(|i| (ctx.factory.task(Split::Train, i), i / 8))

@@ -50,7 +50,7 @@ pub fn reply(
     params.stop_ids = format.stop_ids();
     let mut rngs = [SeededRng::new(0)];
     let generation = model
-        .generate(&[ids], &[params], &mut rngs, 0)?
+        .generate(&[ids], &[params], &mut rngs, 0, None)?
         .into_iter()
         .next()
         .ok_or_else(|| Error::Policy("generation returned no result".into()))?;

@@ -120,6 +120,10 @@ pub struct ModelConfig {
     /// BOS/EOS tokens), e.g. one that renders tools and tool calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_template: Option<std::path::PathBuf>,
+    /// Stop strings that end every generated turn (rollouts and evaluation), besides the chat
+    /// format's end-of-turn ids; the token that completes one is kept in the trajectory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
     /// Trajectories per forward/backward pass in an update (0: the whole batch); gradients
     /// are accumulated, so this bounds memory without changing the update.
     #[serde(default)]
@@ -331,6 +335,11 @@ impl RunConfig {
         }
         if !(rl.clip_eps > 0.0 && rl.kl_coef >= 0.0 && rl.grad_clip > 0.0) {
             return Err("rl.clip_eps and rl.grad_clip must be > 0, rl.kl_coef >= 0".into());
+        }
+        if let Some(i) = self.model.stop.iter().position(String::is_empty) {
+            return Err(format!(
+                "model.stop[{i}] is an empty string (it would end every turn at once)"
+            ));
         }
         match (&self.model.pretrained, &self.lora) {
             (None, Some(_)) => {

@@ -94,6 +94,7 @@ pub async fn train_rl(
         top_k: rl.top_k,
         max_new_tokens: rl.max_new_tokens,
         stop_ids: Vec::new(),
+        stop: Vec::new(),
         seed: None,
     };
     let producer = tokio::spawn(produce(

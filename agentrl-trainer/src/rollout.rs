@@ -22,6 +22,9 @@ pub struct RolloutContext {
     pub format: Arc<dyn ChatFormat>,
     /// The policy's context length; episodes that reach it end as truncated.
     pub max_seq_len: usize,
+    /// Stop strings that end every generated turn, besides the format's stop ids (e.g.
+    /// `</tool_call>` for a model that should act after each call).
+    pub stop: Vec<String>,
 }
 
 /// Episodes started by this process; makes every episode's session id unique.
@@ -67,6 +70,11 @@ pub async fn run_episode(
     for id in ctx.format.stop_ids() {
         if !params.stop_ids.contains(&id) {
             params.stop_ids.push(id);
+        }
+    }
+    for stop in &ctx.stop {
+        if !params.stop.contains(stop) {
+            params.stop.push(stop.clone());
         }
     }
     let session = format!(

@@ -89,17 +89,20 @@ impl Run {
     /// A rollout policy serving a copy of the learner's weights.
     pub fn rollout_policy(&self, learner: &Learner) -> Result<(TchPolicy, RolloutContext)> {
         let (vs, model) = learner.clone_model()?;
-        let policy = TchPolicy::spawn(
+        let format = self.format.clone();
+        let policy = TchPolicy::spawn_with_detokenizer(
             vs,
             model,
             self.config.pipeline.max_batch,
             self.config.seed ^ 0x5A5A,
+            Arc::new(move |ids| format.decode(ids)),
         )?;
         let ctx = RolloutContext {
             factory: self.factory.clone(),
             policy: Arc::new(policy.clone()),
             format: self.format.clone(),
             max_seq_len: self.config.model.max_seq_len,
+            stop: self.config.model.stop.clone(),
         };
         Ok((policy, ctx))
     }

@@ -48,6 +48,10 @@ fn bad_configs_name_the_problem() {
         ),
         (set(base, "rl", "bogus", "1"), "bogus"),
         (set(base, "model", "d_model", "\"wide\""), "d_model"),
+        (
+            set(base, "model", "stop", "[\"ok\", \"\"]"),
+            "model.stop[1]",
+        ),
     ];
     for (text, needle) in cases {
         let err = RunConfig::from_toml_str(&text, "demo.toml")

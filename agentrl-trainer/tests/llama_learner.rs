@@ -252,7 +252,7 @@ fn greedy(model: &dyn agentrl_policy::PolicyModel, prompts: &[Vec<u32>]) -> Vec<
     let params: Vec<SamplingParams> = prompts.iter().map(|_| SamplingParams::greedy(8)).collect();
     let mut rngs: Vec<SeededRng> = prompts.iter().map(|_| SeededRng::new(0)).collect();
     model
-        .generate(prompts, &params, &mut rngs, 0)
+        .generate(prompts, &params, &mut rngs, 0, None)
         .unwrap()
         .into_iter()
         .map(|g| g.ids)

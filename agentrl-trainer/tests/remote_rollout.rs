@@ -44,6 +44,7 @@ async fn remote_env_rollouts_are_token_exact() {
         policy: Arc::new(policy),
         format: Arc::new(TinyChatFormat::new()),
         max_seq_len: 200,
+        stop: Vec::new(),
     };
     let params = SamplingParams {
         max_new_tokens: 30,

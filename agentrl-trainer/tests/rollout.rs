@@ -1,9 +1,9 @@
 //! Rollouts of a real (untrained) policy on arith-calc: token-exact trajectories, malformed
-//! output handled as invalid actions, demonstrations tokenised exactly.
+//! output handled as invalid actions, stop strings end turns, demonstrations tokenised exactly.
 
 use std::sync::Arc;
 
-use agentrl_core::{Outcome, Split, Tool};
+use agentrl_core::{FinishReason, Outcome, Split, Tool};
 use agentrl_env::{ArithExpert, lookup, run_solver_episode};
 use agentrl_policy::{ByteTokenizer, ChatFormat, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
 use agentrl_tools::Calculator;
@@ -24,12 +24,15 @@ fn context() -> RolloutContext {
         rope_theta: 10_000.0,
     };
     let model = TinyGpt::new(&vs.root(), cfg).unwrap();
-    let policy = TchPolicy::spawn(vs, model, 64, 1).unwrap();
+    let format = TinyChatFormat::new();
+    let detokenizer = Arc::new(move |ids: &[u32]| format.decode(ids));
+    let policy = TchPolicy::spawn_with_detokenizer(vs, model, 64, 1, detokenizer).unwrap();
     RolloutContext {
         factory: lookup("arith-calc").unwrap(),
         policy: Arc::new(policy),
         format: Arc::new(TinyChatFormat::new()),
         max_seq_len: 200,
+        stop: Vec::new(),
     }
 }
 
@@ -67,6 +70,37 @@ async fn random_policy_episodes_are_token_exact_and_never_crash() {
         );
         assert!(!t.success || t.final_answer().is_some());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_strings_end_turns_at_the_token_that_completes_them() {
+    let mut ctx = context();
+    // Any lowercase letter ends a turn: a random byte model writes one within a few tokens.
+    ctx.stop = ('a'..='z').map(String::from).collect();
+    let task = ctx.factory.task(Split::Train, 1);
+    let params = agentrl_core::SamplingParams {
+        max_new_tokens: 30,
+        ..Default::default()
+    };
+    let group = run_group(&ctx, &task, 6, &params, 7).await.unwrap();
+    let has_stop = |ids: &[u32]| {
+        let text = ctx.format.decode(ids);
+        ctx.stop.iter().any(|s| text.contains(s.as_str()))
+    };
+    let mut ended_by_a_string = 0;
+    for turn in group.iter().flat_map(|t| &t.turns) {
+        let ids = &turn.generated_ids;
+        let Some((_, before_last)) = ids.split_last() else {
+            continue;
+        };
+        // No stop string before the last token: generation ended as soon as one appeared.
+        assert!(!has_stop(before_last), "{:?}", ctx.format.decode(ids));
+        if has_stop(ids) {
+            assert_eq!(turn.finish, FinishReason::Stop);
+            ended_by_a_string += 1;
+        }
+    }
+    assert!(ended_by_a_string > 0, "no turn ended at a stop string");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

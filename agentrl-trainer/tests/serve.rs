@@ -154,6 +154,7 @@ fn param_sets(stops: Vec<u32>) -> Vec<SamplingParams> {
         max_new_tokens: 24,
         stop_ids: stops,
         seed: Some(7),
+        ..SamplingParams::default()
     };
     vec![greedy, seeded, nucleus]
 }
@@ -280,6 +281,77 @@ async fn chat_returns_tool_calls_and_weight_reloads_change_outputs_and_version()
     assert_eq!(functions(&back.message), functions(&before.message));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
+    let f = fixture();
+    let (base, _state) = start(&f.tool).await;
+    let fmt = TinyChatFormat::new();
+    let (vs, model, _) = load_tiny(&f.tool, None, Device::Cpu).unwrap();
+    let local =
+        TchPolicy::spawn_with_detokenizer(vs, model, 16, 0, Arc::new(move |ids| fmt.decode(ids)))
+            .unwrap();
+    let prompt = fmt.render_prompt(&[Message::user("Compute 6*7")], &[calculator()]);
+    let mut params = param_sets(fmt.stop_ids())[0].clone();
+    params.max_new_tokens = 60;
+    let full = local
+        .generate(vec![GenerationRequest::new(prompt.clone(), params.clone())])
+        .await
+        .unwrap()
+        .remove(0);
+    let full_text = fmt.decode(&full.ids);
+    assert!(full_text.contains("\"6*7\""), "{full_text}");
+    let stop = "\"6*";
+    params.stop = vec![stop.to_string()];
+    let req = GenerationRequest::new(prompt.clone(), params);
+    let want = local.generate(vec![req.clone()]).await.unwrap().remove(0);
+    assert_eq!(want.finish, FinishReason::Stop);
+    assert_eq!(want.matched_stop.as_deref(), Some(stop));
+    assert!(want.ids.len() < full.ids.len());
+    assert!(
+        fmt.decode(&want.ids).ends_with(stop),
+        "the token that completes it is kept"
+    );
+    for flavor in [ApiFlavor::OpenAiCompletions, ApiFlavor::SglangGenerate] {
+        let got = http(&base, flavor, None)
+            .generate(vec![req.clone()])
+            .await
+            .unwrap()
+            .remove(0);
+        assert_eq!(got.ids, want.ids, "{flavor:?}");
+        assert_eq!(got.finish, FinishReason::Stop);
+        assert_eq!(got.matched_stop.as_deref(), Some(stop), "{flavor:?}");
+    }
+    // The OpenAI text is cut before the stop string; the ids and `stop_reason` tell the rest.
+    let before_stop = &full_text[..full_text.find(stop).unwrap()];
+    let body = json!({"prompt": prompt, "max_tokens": 60, "stop": stop});
+    let (status, answer) = post_raw(&base, "/v1/completions", &body.to_string()).await;
+    assert_eq!(status, 200, "{answer}");
+    let choice = &answer["choices"][0];
+    assert_eq!(choice["text"], before_stop);
+    assert_eq!(choice["finish_reason"], "stop");
+    assert_eq!(choice["stop_reason"], stop);
+    assert_eq!(choice["token_ids"], json!(want.ids));
+    let body = json!({"input_ids": prompt, "sampling_params":
+                      {"max_new_tokens": 60, "temperature": 0, "stop": [stop]}});
+    let (status, answer) = post_raw(&base, "/generate", &body.to_string()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["text"], before_stop);
+    assert_eq!(answer["meta_info"]["finish_reason"]["matched"], stop);
+    // Chat: the message stops at the string too; tool calls are parsed from the ids, so a call
+    // cut by a stop string comes back with a parse error saying so.
+    let body = json!({"messages": [{"role": "user", "content": "Compute 6*7"}],
+                      "tools": [calculator()],
+                      "temperature": 0, "stop": ["expression"]});
+    let (status, answer) = post_raw(&base, "/v1/chat/completions", &body.to_string()).await;
+    assert_eq!(status, 200, "{answer}");
+    let choice = &answer["choices"][0];
+    assert_eq!(choice["stop_reason"], "expression", "{answer}");
+    let parse_error = choice["parse_error"].as_str().unwrap();
+    assert!(parse_error.contains("tool call without"), "{parse_error}");
+    let ids: Vec<u32> = serde_json::from_value(choice["token_ids"].clone()).unwrap();
+    assert!(fmt.decode(&ids).ends_with("expression"));
+}
+
 async fn post_raw(base: &str, route: &str, body: &str) -> (u16, Value) {
     let response = reqwest::Client::new()
         .post(format!("{base}{route}"))
@@ -319,8 +391,23 @@ async fn bad_requests_are_openai_shaped_400s() {
         ),
         (
             "/v1/completions",
-            json!({"prompt": "hi", "stop": ["x"]}).to_string(),
-            "stop_token_ids",
+            json!({"prompt": "hi", "stop": ["x", 1]}).to_string(),
+            "stop[1]: expected a string",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "hi", "stop": [""]}).to_string(),
+            "stop[0]: empty",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "hi", "stop": vec!["x"; 17]}).to_string(),
+            "at most 16",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "hi"}], "stop": {"a": 1}}).to_string(),
+            "stop: expected a string or a list",
         ),
         (
             "/v1/completions",
@@ -394,6 +481,7 @@ async fn cross_policy_rollouts_record_which_server_produced_each_turn() {
         policy: Arc::new(CrossPolicy::new(members, 3).unwrap()),
         format: Arc::new(TinyChatFormat::new()),
         max_seq_len: CONTEXT,
+        stop: Vec::new(),
     };
     let tasks = (0..16)
         .map(|i| (ctx.factory.task(Split::Train, i), i))

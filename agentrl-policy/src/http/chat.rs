@@ -19,8 +19,8 @@ pub struct ChatReply {
 
 impl HttpPolicy {
     /// Asks the server's chat endpoint to answer `messages`, offering `tools`. Sampling params
-    /// map to `temperature`, `top_p`, `max_tokens`, `seed`, and (when set) `top_k` and
-    /// `stop_token_ids`.
+    /// map to `temperature`, `top_p`, `max_tokens`, `seed`, and (when set) `top_k`,
+    /// `stop_token_ids` and `stop`.
     pub async fn chat(
         &self,
         messages: &[Message],
@@ -42,6 +42,9 @@ impl HttpPolicy {
         }
         if !params.stop_ids.is_empty() {
             body.insert("stop_token_ids".into(), json!(params.stop_ids));
+        }
+        if !params.stop.is_empty() {
+            body.insert("stop".into(), json!(params.stop));
         }
         if let Some(seed) = params.seed {
             body.insert("seed".into(), json!(seed));

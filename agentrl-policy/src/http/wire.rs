@@ -12,6 +12,9 @@ fn sampling_fields(params: &SamplingParams, ignore_eos: bool, out: &mut Map<Stri
         out.insert("top_k".into(), json!(params.top_k));
     }
     out.insert("stop_token_ids".into(), json!(params.stop_ids));
+    if !params.stop.is_empty() {
+        out.insert("stop".into(), json!(params.stop));
+    }
     out.insert("ignore_eos".into(), json!(ignore_eos));
     out.insert("skip_special_tokens".into(), json!(false));
 }
@@ -140,10 +143,16 @@ pub(super) fn parse_completion(answer: &Value, what: &str) -> Result<Generation,
         .map(|(i, v)| logprob(what, i, v))
         .collect::<Result<_, _>>()?;
     let finish = finish_from(what, choice.get("finish_reason").and_then(Value::as_str))?;
+    // vLLM names the matched stop string (or stop id) in `stop_reason`.
+    let matched_stop = choice
+        .get("stop_reason")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     Ok(Generation {
         ids,
         logprobs,
         finish,
+        matched_stop,
         policy_version: 0,
         policy_name: None,
     })
@@ -179,10 +188,17 @@ pub(super) fn parse_generate(answer: &Value, what: &str) -> Result<Generation, E
         other => other.get("type").and_then(Value::as_str),
     });
     let finish = finish_from(what, reason)?;
+    // SGLang names the matched stop string (or stop id) in `finish_reason.matched`.
+    let matched_stop = meta
+        .get("finish_reason")
+        .and_then(|f| f.get("matched"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
     Ok(Generation {
         ids,
         logprobs,
         finish,
+        matched_stop,
         policy_version: 0,
         policy_name: None,
     })

@@ -1,7 +1,7 @@
 //! The [`Llama`] decoder in tch: RMSNorm, RoPE (rotate-half), grouped-query attention, SwiGLU
 //! MLP, optional tied embeddings, a KV cache for batched left-padded generation.
 
-use agentrl_core::{Generation, Result, SamplingParams, SeededRng, TokenId};
+use agentrl_core::Result;
 use tch::{Device, Kind, Tensor, nn, nn::Module};
 
 use super::config::LlamaConfig;
@@ -224,25 +224,7 @@ impl CachedDecoder for Llama {
     ) -> Tensor {
         self.forward(ids, positions, Some(bias), Some(cache))
     }
-}
-
-impl crate::decode::PolicyModel for Llama {
-    fn vocab_size(&self) -> usize {
-        self.config.vocab_size
-    }
-    fn context_len(&self) -> usize {
-        self.config.max_position_embeddings
-    }
-    fn generate(
-        &self,
-        prompts: &[Vec<TokenId>],
-        params: &[SamplingParams],
-        rngs: &mut [SeededRng],
-        policy_version: u64,
-    ) -> Result<Vec<Generation>> {
-        crate::decode::generate(self, prompts, params, rngs, policy_version)
-    }
-    fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
-        crate::decode::shifted_logprobs(ids, temperature, |prefix| self.logits(prefix))
+    fn causal_logits(&self, ids: &Tensor) -> Tensor {
+        self.logits(ids)
     }
 }

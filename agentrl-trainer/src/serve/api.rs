@@ -74,6 +74,41 @@ pub enum PromptInput {
     IdLists(Vec<Vec<TokenId>>),
 }
 
+/// Most stop strings one request may give.
+pub const MAX_STOP_STRINGS: usize = 16;
+
+/// The `stop` field: absent, `null`, one string, or a list of strings.
+fn stop_strings(stop: Option<&Value>) -> Result<Vec<String>, ApiError> {
+    let list = match stop {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ApiError::bad(format!("stop[{i}]: expected a string, got {v}")))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(ApiError::bad(format!(
+                "stop: expected a string or a list of strings, got {other}"
+            )));
+        }
+    };
+    if list.len() > MAX_STOP_STRINGS {
+        return Err(ApiError::bad(format!(
+            "stop: {} strings given, at most {MAX_STOP_STRINGS} are accepted",
+            list.len()
+        )));
+    }
+    if let Some(i) = list.iter().position(String::is_empty) {
+        return Err(ApiError::bad(format!("stop[{i}]: empty stop string")));
+    }
+    Ok(list)
+}
+
 /// Sampling fields shared by the completion and chat requests.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct SamplingFields {
@@ -87,7 +122,7 @@ pub struct SamplingFields {
     pub seed: Option<u64>,
     /// Extra stop ids (vLLM's extension); the stop id is kept in the output ids.
     pub stop_token_ids: Option<Vec<TokenId>>,
-    /// Stop strings: only `null` or empty is accepted (use `stop_token_ids`).
+    /// Stop strings: one string or a list; the text is cut before the first match.
     pub stop: Option<Value>,
     /// Streaming is not supported; only `false` is accepted.
     pub stream: Option<bool>,
@@ -106,15 +141,7 @@ impl SamplingFields {
         if self.stream == Some(true) {
             return Err(ApiError::bad("stream: streaming is not supported"));
         }
-        match &self.stop {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(a)) if a.is_empty() => {}
-            Some(other) => {
-                return Err(ApiError::bad(format!(
-                    "stop: stop strings ({other}) are not supported; use stop_token_ids"
-                )));
-            }
-        }
+        let stop = stop_strings(self.stop.as_ref())?;
         let mut stop_ids = self.stop_token_ids.clone().unwrap_or_default();
         if !ignore_eos {
             for id in format_stops {
@@ -129,6 +156,7 @@ impl SamplingFields {
             top_k: self.top_k.filter(|&k| k > 0).map_or(0, |k| k as usize),
             max_new_tokens: max_tokens,
             stop_ids,
+            stop,
             seed: self.seed,
         };
         params
@@ -224,6 +252,8 @@ pub struct GenerateSampling {
     pub top_k: Option<i64>,
     /// Stop ids.
     pub stop_token_ids: Option<Vec<TokenId>>,
+    /// Stop strings: one string or a list.
+    pub stop: Option<Value>,
     /// Do not stop at the chat format's end-of-turn ids.
     #[serde(default)]
     pub ignore_eos: bool,
@@ -240,6 +270,7 @@ impl GenerateSampling {
             top_k: self.top_k,
             seed: self.sampling_seed,
             stop_token_ids: self.stop_token_ids.clone(),
+            stop: self.stop.clone(),
             ..SamplingFields::default()
         }
     }

@@ -10,10 +10,10 @@ use axum::body::Bytes;
 use axum::extract::State;
 use serde_json::{Value, json};
 
-use super::ServeState;
 use super::api::{
     ApiError, ChatRequest, CompletionRequest, GenerateRequest, PromptInput, parse_body,
 };
+use super::{Codec, ServeState};
 
 /// The state handlers receive.
 pub(crate) type Shared = Arc<ServeState>;
@@ -78,11 +78,30 @@ fn finish_name(g: &Generation) -> &'static str {
     }
 }
 
-/// The generated ids without the final stop id (for text output).
-fn body_ids(g: &Generation) -> &[TokenId] {
-    match (g.finish, g.ids.split_last()) {
-        (FinishReason::Stop, Some((_, rest))) => rest,
-        _ => &g.ids,
+/// The generated text as OpenAI returns it: without the final stop id, and cut before the
+/// stop string that ended generation.
+fn output_text(codec: &Codec, g: &Generation) -> String {
+    match (&g.matched_stop, g.finish, g.ids.split_last()) {
+        (Some(stop), _, _) => cut_at(codec.decode(&g.ids), stop),
+        (None, FinishReason::Stop, Some((_, rest))) => codec.decode(rest),
+        _ => codec.decode(&g.ids),
+    }
+}
+
+/// `text` up to the first occurrence of `stop` (all of it when `stop` does not occur).
+fn cut_at(mut text: String, stop: &str) -> String {
+    if let Some(at) = text.find(stop) {
+        text.truncate(at);
+    }
+    text
+}
+
+/// vLLM's `stop_reason`: the matched stop string, else the stop id that ended generation.
+fn stop_reason(g: &Generation) -> Value {
+    match (&g.matched_stop, g.finish) {
+        (Some(stop), _) => json!(stop),
+        (None, FinishReason::Stop) => json!(g.ids.last()),
+        (None, FinishReason::Length) => Value::Null,
     }
 }
 
@@ -148,8 +167,8 @@ pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Json<Va
                    "text_offset": offsets})
         });
         choices.push(json!({
-            "index": index, "text": codec.decode(body_ids(g)), "logprobs": logprobs,
-            "finish_reason": finish_name(g), "token_ids": g.ids,
+            "index": index, "text": output_text(codec, g), "logprobs": logprobs,
+            "finish_reason": finish_name(g), "stop_reason": stop_reason(g), "token_ids": g.ids,
         }));
     }
     let prompt_tokens: usize = prompts.iter().map(|p| p.len() * n).sum();
@@ -190,9 +209,12 @@ pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, A
     let mut completion_tokens = 0;
     for (index, g) in generations.iter().enumerate() {
         completion_tokens += g.ids.len();
-        let parsed = codec
+        let mut parsed = codec
             .format()
             .parse_assistant(&g.ids, &format!("call_{id}_{index}_"));
+        if let (Some(stop), Some(content)) = (&g.matched_stop, &mut parsed.message.content) {
+            *content = cut_at(std::mem::take(content), stop);
+        }
         let finish = if !parsed.message.tool_calls.is_empty() {
             "tool_calls"
         } else {
@@ -212,7 +234,8 @@ pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, A
         });
         choices.push(json!({
             "index": index, "message": parsed.message, "logprobs": logprobs,
-            "finish_reason": finish, "token_ids": g.ids, "parse_error": parsed.error,
+            "finish_reason": finish, "stop_reason": stop_reason(g), "token_ids": g.ids,
+            "parse_error": parsed.error,
         }));
     }
     let version = generations
@@ -258,11 +281,11 @@ pub async fn generate(State(s): State<Shared>, body: Bytes) -> Result<Json<Value
         .map(|(&id, &lp)| json!([lp, id, Value::Null]))
         .collect();
     let finish = match g.finish {
-        FinishReason::Stop => json!({"type": "stop", "matched": g.ids.last()}),
+        FinishReason::Stop => json!({"type": "stop", "matched": stop_reason(&g)}),
         FinishReason::Length => json!({"type": "length", "length": g.ids.len()}),
     };
     Ok(Json(json!({
-        "text": codec.decode(body_ids(&g)), "output_ids": g.ids,
+        "text": output_text(codec, &g), "output_ids": g.ids,
         "meta_info": {
             "id": s.next_id.fetch_add(1, Ordering::Relaxed).to_string(),
             "finish_reason": finish, "prompt_tokens": ids.len(),

@@ -9,7 +9,9 @@
 //! `GET /health`. Every answer carries the extension field `policy_version`. Concurrent requests
 //! share forward batches on the model thread ([`agentrl_policy::TchPolicy`]). Any `model` name
 //! in a request is accepted: one model is served. Errors are OpenAI-shaped JSON; bad input is a
-//! 400 that says what is wrong. Streaming and stop strings are not supported (400). With
+//! 400 that says what is wrong. Stop strings (`stop`) end generation once the text contains one:
+//! the text is cut before it, `token_ids` keep the token that completed it, and `stop_reason`
+//! names it. Streaming is not supported (400). With
 //! `--api-key KEY` every route but `/health` needs `Authorization: Bearer KEY` (401 otherwise);
 //! without one, anyone who can reach the port can generate and load weights from any path the
 //! process can read, so keep such a server on 127.0.0.1 or a trusted network.

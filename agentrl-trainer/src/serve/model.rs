@@ -2,13 +2,14 @@
 //! format and tokenizer that turn text and messages into ids, and a loader of new weights.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use agentrl_core::{Error, Message, Result, TokenId, ToolSpec};
 use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::{CheckpointPaths, Llama, LlamaConfig, load_weights};
 use agentrl_policy::{
-    ByteTokenizer, ChatFormat, GptConfig, NamedWeights, TchPolicy, TinyChatFormat, TinyGpt,
-    snapshot_weights,
+    ByteTokenizer, ChatFormat, Detokenizer, GptConfig, NamedWeights, TchPolicy, TinyChatFormat,
+    TinyGpt, snapshot_weights,
 };
 use tch::{Device, Kind, nn};
 
@@ -21,7 +22,7 @@ pub enum Codec {
     /// AgentRL's byte tokenizer and compact chat format (TinyGpt).
     Tiny(TinyChatFormat),
     /// A Hugging Face tokenizer and chat template (Llama family).
-    Hf(Box<HfChatFormat>),
+    Hf(Arc<HfChatFormat>),
 }
 
 impl Codec {
@@ -91,11 +92,13 @@ impl ServedModel {
     ) -> Result<Self> {
         let config = model.config().clone();
         let device = vs.device();
-        let policy = TchPolicy::spawn(vs, model, max_batch, seed)?;
+        let format = TinyChatFormat::new();
+        let detokenizer: Detokenizer = Arc::new(move |ids| format.decode(ids));
+        let policy = TchPolicy::spawn_with_detokenizer(vs, model, max_batch, seed, detokenizer)?;
         Ok(ServedModel {
             name: name.to_string(),
             policy,
-            codec: Codec::Tiny(TinyChatFormat::new()),
+            codec: Codec::Tiny(format),
             context_len: config.max_seq_len,
             vocab_size: config.vocab_size,
             loader: Box::new(move |path| tiny_weights(&config, device, path)),
@@ -113,11 +116,14 @@ impl ServedModel {
     ) -> Result<Self> {
         let config = model.config().clone();
         let device = vs.device();
-        let policy = TchPolicy::spawn(vs, model, max_batch, seed)?;
+        let format = Arc::new(format);
+        let text = format.clone();
+        let detokenizer: Detokenizer = Arc::new(move |ids| text.decode(ids));
+        let policy = TchPolicy::spawn_with_detokenizer(vs, model, max_batch, seed, detokenizer)?;
         Ok(ServedModel {
             name: name.to_string(),
             policy,
-            codec: Codec::Hf(Box::new(format)),
+            codec: Codec::Hf(format),
             context_len: config.max_position_embeddings,
             vocab_size: config.vocab_size,
             loader: Box::new(move |path| llama_weights(&config, device, path)),
