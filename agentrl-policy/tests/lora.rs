@@ -11,33 +11,13 @@ use agentrl_core::{GenerationRequest, Policy, SamplingParams, SeededRng};
 use agentrl_policy::PolicyModel;
 use agentrl_policy::TchPolicy;
 use agentrl_policy::llama::{
-    ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, Llama, LlamaConfig, LoraConfig, TARGET_MODULES,
-    adapter_weights, is_adapter_name, load_adapter_weights,
+    ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, Llama, LoraConfig, TARGET_MODULES, adapter_weights,
+    is_adapter_name, load_adapter_weights,
 };
 use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
-const TINY: &str = r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
-    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": 64,
-    "max_position_embeddings": 64, "tie_word_embeddings": false, "hidden_act": "silu"}"#;
-
-/// A tiny random Llama (norms randomised too), deterministic for a seed. libtorch's seed is
-/// global and tests run in parallel, so seeding and creation happen under one lock.
-fn tiny(seed: i64) -> (nn::VarStore, Llama) {
-    static SEED_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(seed);
-    let config = LlamaConfig::from_json_str(TINY, "tiny").unwrap();
-    let vs = nn::VarStore::new(Device::Cpu);
-    let m = Llama::new(&vs.root(), config).unwrap();
-    tch::no_grad(|| {
-        for (_, mut v) in vs.variables() {
-            let noise = Tensor::randn_like(&v) * 0.2;
-            let _ = v.g_add_(&noise);
-        }
-    });
-    (vs, m)
-}
+mod common;
+use common::{ids, max_diff, tiny};
 
 fn all_targets(r: usize, alpha: f64) -> LoraConfig {
     LoraConfig {
@@ -45,14 +25,6 @@ fn all_targets(r: usize, alpha: f64) -> LoraConfig {
         alpha,
         targets: TARGET_MODULES.iter().map(|s| s.to_string()).collect(),
     }
-}
-
-fn ids() -> Tensor {
-    Tensor::from_slice(&[1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11]).view([2, 7])
-}
-
-fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
-    (a - b).abs().max().double_value(&[])
 }
 
 fn snapshot(vs: &nn::VarStore, adapters: bool) -> BTreeMap<String, Tensor> {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Message, Result, SamplingParams, SeededRng};
 use agentrl_policy::hf::HfChatFormat;
-use agentrl_policy::llama::Llama;
+use agentrl_policy::llama::{Dtype, Llama};
 use agentrl_policy::{ChatFormat, PolicyModel};
 use agentrl_trainer::pretrained::{load_chat_format, load_llama};
 use clap::Args;
@@ -25,13 +25,16 @@ pub struct ChatArgs {
     /// Maximum number of tokens to generate.
     #[arg(long, default_value_t = 128)]
     pub max_new_tokens: usize,
+    /// Weights' type: `f32` or `bf16`.
+    #[arg(long, default_value = "f32")]
+    pub dtype: Dtype,
 }
 
-/// Loads the model (on the CPU) and its chat format from a `.gguf` file or a Hugging Face
-/// directory.
-pub fn load_chat_model(path: &Path) -> Result<(Llama, HfChatFormat)> {
+/// Loads the model (on the CPU, in `dtype`) and its chat format from a `.gguf` file or a
+/// Hugging Face directory.
+pub fn load_chat_model(path: &Path, dtype: Dtype) -> Result<(Llama, HfChatFormat)> {
     let format = load_chat_format(path, None)?;
-    let (_vs, model) = load_llama(path, Device::Cpu)?;
+    let (_vs, model) = load_llama(path, Device::Cpu, dtype)?;
     Ok((model, format))
 }
 
@@ -67,7 +70,7 @@ pub fn reply(
 
 /// Runs `agentrl chat`, printing the reply on stdout.
 pub fn run(args: &ChatArgs) -> Result<()> {
-    let (model, format) = load_chat_model(&args.model)?;
+    let (model, format) = load_chat_model(&args.model, args.dtype)?;
     let text = reply(&model, &format, &args.prompt, args.max_new_tokens)?;
     println!("{text}");
     Ok(())

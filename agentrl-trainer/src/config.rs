@@ -4,7 +4,7 @@ use std::path::Path;
 
 use agentrl_core::{Error, Result};
 use agentrl_policy::GptConfig;
-use agentrl_policy::llama::LoraConfig;
+use agentrl_policy::llama::{Dtype, LoraConfig};
 use agentrl_reward::RewardConfig;
 use serde::{Deserialize, Serialize};
 
@@ -120,6 +120,10 @@ pub struct ModelConfig {
     /// BOS/EOS tokens), e.g. one that renders tools and tool calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_template: Option<std::path::PathBuf>,
+    /// The pretrained model's weight type: `f32` (default) or `bf16` (half the memory; LoRA
+    /// adapters stay f32). The tiny GPT is f32 only.
+    #[serde(default)]
+    pub dtype: Dtype,
     /// Stop strings that end every generated turn (rollouts and evaluation), besides the chat
     /// format's end-of-turn ids; the token that completes one is kept in the trajectory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -347,6 +351,13 @@ impl RunConfig {
             }
             (None, None) => {
                 let m = &self.model;
+                if m.dtype != Dtype::F32 {
+                    return Err(format!(
+                        "model.dtype = \"{}\" needs a pretrained model (model.pretrained); the \
+                         tiny GPT is f32 only",
+                        m.dtype
+                    ));
+                }
                 if m.d_model == 0 || m.n_layers == 0 || m.n_heads == 0 {
                     return Err(
                         "model.d_model, model.n_layers and model.n_heads must be positive \

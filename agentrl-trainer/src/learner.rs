@@ -79,6 +79,7 @@ impl Learner {
         let spec = ModelSpec::Llama {
             config: Box::new(model.config().clone()),
             lora: lora.cloned(),
+            dtype: model.dtype(),
         };
         Self::with_model(vs, Box::new(model), spec, lr)
     }

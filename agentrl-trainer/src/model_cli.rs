@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Result};
 use agentrl_policy::PolicyModel;
-use agentrl_policy::llama::Llama;
+use agentrl_policy::llama::{Dtype, Llama};
 use clap::Args;
 use serde::Serialize;
 use tch::{Device, Tensor};
@@ -20,6 +20,9 @@ pub struct LogprobsArgs {
     /// Comma-separated token ids, e.g. `1,2,3`.
     #[arg(long)]
     pub ids: String,
+    /// Weights' type: `f32` (exact) or `bf16`.
+    #[arg(long, default_value = "f32")]
+    pub dtype: Dtype,
 }
 
 /// The JSON printed by `agentrl logprobs`: the ids and, for each, its log-probability given
@@ -50,9 +53,9 @@ pub fn parse_ids(text: &str) -> Result<Vec<i64>> {
     Ok(ids)
 }
 
-/// Loads the model at `path` on the CPU.
-pub fn load_model(path: &Path) -> Result<Llama> {
-    let (_vs, model) = agentrl_trainer::model_load::load_llama(path, Device::Cpu)?;
+/// Loads the model at `path` on the CPU in `dtype`.
+pub fn load_model(path: &Path, dtype: Dtype) -> Result<Llama> {
+    let (_vs, model) = agentrl_trainer::model_load::load_llama(path, Device::Cpu, dtype)?;
     Ok(model)
 }
 
@@ -93,7 +96,7 @@ pub fn logprobs(model: &Llama, ids: &[i64]) -> Result<LogprobsReport> {
 /// Runs `agentrl logprobs`, printing the [`LogprobsReport`] as one JSON line on stdout.
 pub fn run(args: &LogprobsArgs) -> Result<()> {
     let ids = parse_ids(&args.ids)?;
-    let model = load_model(&args.model)?;
+    let model = load_model(&args.model, args.dtype)?;
     let report = logprobs(&model, &ids)?;
     println!(
         "{}",

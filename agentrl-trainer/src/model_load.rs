@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Result};
 use agentrl_policy::hf::HfChatFormat;
-use agentrl_policy::llama::Llama;
+use agentrl_policy::llama::{Dtype, Llama};
 use agentrl_policy::{ChatFormat, TinyChatFormat, TinyGpt};
 use tch::{Device, nn};
 
@@ -17,9 +17,13 @@ pub use crate::pretrained::{is_gguf, load_chat_format, load_llama};
 /// Loads a Llama-family model and its chat format from a `.gguf` file (weights, tokenizer and
 /// template all come from it) or a Hugging Face directory (`config.json`, safetensors weights,
 /// `tokenizer.json`, `tokenizer_config.json`).
-pub fn load_llama_chat(path: &Path, device: Device) -> Result<(nn::VarStore, Llama, HfChatFormat)> {
+pub fn load_llama_chat(
+    path: &Path,
+    device: Device,
+    dtype: Dtype,
+) -> Result<(nn::VarStore, Llama, HfChatFormat)> {
     let format = load_chat_format(path, None)?;
-    let (vs, model) = load_llama(path, device)?;
+    let (vs, model) = load_llama(path, device, dtype)?;
     Ok((vs, model, format))
 }
 

@@ -3,7 +3,7 @@
 //! rollout policy or the KL reference.
 
 use agentrl_core::Result;
-use agentrl_policy::llama::{Llama, LlamaConfig, LoraConfig};
+use agentrl_policy::llama::{Dtype, Llama, LlamaConfig, LoraConfig};
 use agentrl_policy::{GptConfig, PolicyModel, TinyGpt};
 use tch::nn;
 
@@ -18,6 +18,8 @@ pub enum ModelSpec {
         config: Box<LlamaConfig>,
         /// Adapter settings; `None` for full fine-tuning.
         lora: Option<LoraConfig>,
+        /// The base weights' type.
+        dtype: Dtype,
     },
 }
 
@@ -35,11 +37,16 @@ impl ModelSpec {
     pub fn build(&self, vs: &nn::VarStore) -> Result<Box<dyn PolicyModel>> {
         match self {
             ModelSpec::Tiny(config) => Ok(Box::new(TinyGpt::new(&vs.root(), config.clone())?)),
-            ModelSpec::Llama { config, lora } => {
+            ModelSpec::Llama {
+                config,
+                lora,
+                dtype,
+            } => {
                 let mut model = Llama::new(&vs.root(), (**config).clone())?;
                 if let Some(cfg) = lora {
                     model.attach_lora(vs, cfg)?;
                 }
+                model.set_dtype(vs, *dtype);
                 Ok(Box::new(model))
             }
         }

@@ -7,7 +7,7 @@ use std::path::Path;
 use agentrl_core::{Error, Result};
 use agentrl_policy::gguf::GgufFile;
 use agentrl_policy::hf::{ChatTemplate, HfChatFormat, HfError, HfTokenizer};
-use agentrl_policy::llama::Llama;
+use agentrl_policy::llama::{Dtype, Llama};
 use tch::{Device, nn};
 
 /// Whether `path` names a GGUF file (by extension).
@@ -74,20 +74,23 @@ pub fn load_chat_format(path: &Path, template: Option<&str>) -> Result<HfChatFor
 }
 
 /// Loads the weights of a `.gguf` file or a Hugging Face checkpoint (directory, `.safetensors`
-/// file or shard index; no tokenizer needed) as f32 onto `device`; every variable is trainable.
-pub fn load_llama(path: &Path, device: Device) -> Result<(nn::VarStore, Llama)> {
+/// file or shard index; no tokenizer needed) onto `device` in `dtype` (read as f32, then
+/// converted); every variable is trainable.
+pub fn load_llama(path: &Path, device: Device, dtype: Dtype) -> Result<(nn::VarStore, Llama)> {
     if !path.exists() {
         return Err(Error::Config(format!(
             "model {} does not exist",
             path.display()
         )));
     }
-    if is_gguf(path) {
+    let (vs, mut model) = if is_gguf(path) {
         let (vs, model, _config) = Llama::load_gguf(path, device)?;
-        Ok((vs, model))
+        (vs, model)
     } else {
-        Llama::load(path, device)
-    }
+        Llama::load(path, device)?
+    };
+    model.set_dtype(&vs, dtype);
+    Ok((vs, model))
 }
 
 /// A short name for the model at `path` (its file or directory name), recorded as

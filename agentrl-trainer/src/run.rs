@@ -75,7 +75,7 @@ impl Run {
                 Learner::new(gpt, lr, self.device)?
             }
             Some(path) => {
-                let (vs, model) = load_llama(path, self.device)?;
+                let (vs, model) = load_llama(path, self.device, self.config.model.dtype)?;
                 Learner::llama(vs, model, self.config.lora.as_ref(), lr)?
             }
         };

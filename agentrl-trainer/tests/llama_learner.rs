@@ -11,7 +11,9 @@ use agentrl_core::{
     Turn,
 };
 use agentrl_policy::TchPolicy;
-use agentrl_policy::llama::{Llama, LlamaConfig, LoraConfig, TARGET_MODULES, is_adapter_name};
+use agentrl_policy::llama::{
+    Dtype, Llama, LlamaConfig, LoraConfig, TARGET_MODULES, is_adapter_name,
+};
 use agentrl_trainer::learner::{GrpoParams, Learner, pack};
 use tch::{Device, Kind, Tensor, nn};
 
@@ -321,7 +323,8 @@ async fn adapter_checkpoints_round_trip_and_the_rollout_copy_follows_the_learner
 #[ignore = "needs the SmolLM2-135M-Instruct GGUF in AGENTRL_SMOLLM2_GGUF"]
 fn smollm2_lora_sft_reduces_the_loss() {
     let path = std::env::var("AGENTRL_SMOLLM2_GGUF").expect("set AGENTRL_SMOLLM2_GGUF");
-    let (vs, model) = agentrl_trainer::pretrained::load_llama(path.as_ref(), Device::Cpu).unwrap();
+    let (vs, model) =
+        agentrl_trainer::pretrained::load_llama(path.as_ref(), Device::Cpu, Dtype::F32).unwrap();
     let mut learner = Learner::llama(vs, model, Some(&LoraConfig::new(8, 16.0)), 2e-3).unwrap();
     let base = base_snapshot(&learner);
     let t = traj(

@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use agentrl_core::{Message, ToolCall};
 use agentrl_policy::ChatFormat;
-use agentrl_policy::llama::{Llama, LlamaConfig, is_adapter_name};
+use agentrl_policy::llama::{Dtype, Llama, LlamaConfig, is_adapter_name};
 use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::pretrained::load_chat_format;
 use agentrl_trainer::run::demo;
 use serde_json::json;
-use tch::{Device, Tensor, nn};
+use tch::{Device, Kind, Tensor, nn};
 
 #[path = "../../agentrl-policy/tests/support/tiny_vocab.rs"]
 mod tiny_vocab;
@@ -143,8 +143,11 @@ async fn a_pretrained_model_trains_with_lora_end_to_end() {
     let model_dir = dir.path().join("model");
     std::fs::create_dir_all(&model_dir).unwrap();
     write_model_dir(&model_dir);
-    let lora = "[lora]\nr = 4\nalpha = 8.0\ntargets = [\"q_proj\", \"v_proj\", \"up_proj\"]";
+    // bf16 base weights, f32 adapters, and a stop string that ends a turn after a tool call.
+    let lora = "dtype = \"bf16\"\nstop = [\"</tool_call>\"]\n\
+                [lora]\nr = 4\nalpha = 8.0\ntargets = [\"q_proj\", \"v_proj\", \"up_proj\"]";
     let cfg = RunConfig::from_toml_str(&run_config(&model_dir, lora), "test").unwrap();
+    assert_eq!(cfg.model.dtype, Dtype::Bf16);
     let run_dir = dir.path().join("run");
     let summary = demo(cfg, &run_dir).await.unwrap();
     assert_eq!(summary.rl_steps, 2);
@@ -171,6 +174,10 @@ async fn a_pretrained_model_trains_with_lora_end_to_end() {
         let tensors = Tensor::read_safetensors(ckpt.join(file)).unwrap();
         assert_eq!(tensors.len(), 2 * 3 * 2, "{file}");
         assert!(tensors.iter().all(|(n, _)| is_adapter_name(n)), "{file}");
+        assert!(
+            tensors.iter().all(|(_, t)| t.kind() == Kind::Float),
+            "{file}"
+        );
     }
     let adapter = ckpt.join("adapter");
     let tensors = Tensor::read_safetensors(adapter.join("adapter_model.safetensors")).unwrap();
@@ -231,6 +238,17 @@ fn model_and_lora_sections_are_checked() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("model.d_model"), "{e}");
+    // bf16 is for pretrained models; unknown dtypes are named.
+    let bf16_tiny = no_shape.replace("micro_batch = 2", "micro_batch = 2\ndtype = \"bf16\"");
+    let e = RunConfig::from_toml_str(&bf16_tiny, "tiny")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("model.dtype"), "{e}");
+    let fp8 = run_config(dir.path(), "dtype = \"fp8\"");
+    let e = RunConfig::from_toml_str(&fp8, "fp8.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fp8.toml") && e.contains("fp8"), "{e}");
     // The tiny GPT's demo config is unchanged and still valid.
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/demo.toml");
     let cfg = RunConfig::load(&demo).unwrap();

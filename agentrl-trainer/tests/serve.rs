@@ -12,6 +12,8 @@ use agentrl_core::{
     FinishReason, GenerationRequest, Message, Outcome, Policy, SamplingParams, Split, ToolCall,
     ToolSpec, Trajectory, Turn,
 };
+use agentrl_policy::hf::HfChatFormat;
+use agentrl_policy::llama::Dtype;
 use agentrl_policy::{
     ApiFlavor, ChatFormat, CrossPolicy, HttpPolicy, HttpPolicyConfig, TchPolicy, TinyChatFormat,
 };
@@ -116,7 +118,13 @@ fn fixture() -> &'static Fixture {
 
 /// Serves the checkpoint `path` (shape from the run's config.toml) on 127.0.0.1:0.
 async fn start(path: &std::path::Path) -> (String, Arc<ServeState>) {
-    let model = ServedModel::load(path, None, Some("tiny".into()), Device::Cpu, 16, 0).unwrap();
+    start_in(path, Dtype::F32).await
+}
+
+/// Serves `path` with weights in `dtype` on 127.0.0.1:0.
+async fn start_in(path: &std::path::Path, dtype: Dtype) -> (String, Arc<ServeState>) {
+    let model =
+        ServedModel::load(path, None, Some("tiny".into()), Device::Cpu, dtype, 16, 0).unwrap();
     let state = ServeState::new(model);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -644,6 +652,74 @@ async fn the_serve_command_listens_and_answers() {
     assert!(stderr.contains("no/such/model.safetensors"), "{stderr}");
 }
 
+/// A Llama GGUF loaded directly in `dtype`, behind its own policy thread.
+fn local(path: &std::path::Path, dtype: Dtype) -> (TchPolicy, HfChatFormat) {
+    let (vs, model, format) = load_llama_chat(path, Device::Cpu, dtype).unwrap();
+    (TchPolicy::spawn(vs, model, 16, 0).unwrap(), format)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_llama_gguf_is_served_in_bf16_and_reloads_into_bf16() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = common::gguf::write_tiny_model_named(dir.path(), "first.gguf", 21);
+    let second = common::gguf::write_tiny_model_named(dir.path(), "second.gguf", 22);
+    let (base, _state) = start_in(&first, Dtype::Bf16).await;
+    let remote = http(&base, ApiFlavor::OpenAiCompletions, None);
+    let (first_bf16, format) = local(&first, Dtype::Bf16);
+    let (first_f32, _) = local(&first, Dtype::F32);
+    let (second_bf16, _) = local(&second, Dtype::Bf16);
+    let prompt = format.render_prompt(&[Message::user("hello the world")], &[]);
+    let req = GenerationRequest::new(prompt, SamplingParams::greedy(12));
+    let served = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
+    let want = first_bf16
+        .generate(vec![req.clone()])
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!((&served.ids, &served.logprobs), (&want.ids, &want.logprobs));
+    // bf16 is not f32: the log-probabilities of the same ids differ, a little.
+    let exact = first_f32
+        .generate(vec![req.clone()])
+        .await
+        .unwrap()
+        .remove(0);
+    let n = exact
+        .ids
+        .iter()
+        .zip(&served.ids)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(n > 0);
+    let drift: f32 = (0..n)
+        .map(|i| (exact.logprobs[i] - served.logprobs[i]).abs())
+        .fold(0.0, f32::max);
+    assert!(
+        drift > 0.0 && drift < 0.1,
+        "bf16 vs f32 log-probability drift {drift}"
+    );
+    // New weights go into the bf16 model.
+    let loaded = remote
+        .post_json("/v1/load_weights", &json!({ "path": second }))
+        .await
+        .unwrap();
+    assert_eq!(loaded["policy_version"], 1);
+    let served = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
+    let want = second_bf16.generate(vec![req]).await.unwrap().remove(0);
+    assert_eq!((served.ids, served.logprobs), (want.ids, want.logprobs));
+    // AgentRL's tiny byte models are f32 only.
+    let refused = ServedModel::load(
+        &fixture().random,
+        None,
+        None,
+        Device::Cpu,
+        Dtype::Bf16,
+        4,
+        0,
+    );
+    let err = refused.err().unwrap().to_string();
+    assert!(err.contains("--dtype bf16"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_llama_gguf_is_served_token_exactly_and_reloads() {
     let dir = tempfile::tempdir().unwrap();
@@ -651,12 +727,8 @@ async fn a_llama_gguf_is_served_token_exactly_and_reloads() {
     let second = common::gguf::write_tiny_model_named(dir.path(), "second.gguf", 99);
     let (base, state) = start(&first).await;
     assert_eq!(state.model.context_len, 128);
-    let local = |path: &std::path::Path| {
-        let (vs, model, format) = load_llama_chat(path, Device::Cpu).unwrap();
-        (TchPolicy::spawn(vs, model, 16, 0).unwrap(), format)
-    };
-    let (first_local, format) = local(&first);
-    let (second_local, _) = local(&second);
+    let (first_local, format) = local(&first, Dtype::F32);
+    let (second_local, _) = local(&second, Dtype::F32);
     let prompt = format.render_prompt(&[Message::user("hello the world")], &[]);
     let remote = http(&base, ApiFlavor::OpenAiCompletions, None);
     let check = async |want: &TchPolicy, version: u64| {

@@ -155,7 +155,10 @@ impl Proj {
     /// `W + scale · B · A` (or a copy of `W` without an adapter).
     pub(super) fn merged_weight(&self) -> Tensor {
         tch::no_grad(|| match &self.lora {
-            Some(l) => &self.linear.ws + l.b.matmul(&l.a) * l.scale,
+            Some(l) => {
+                let ws = &self.linear.ws;
+                ws + (l.b.matmul(&l.a) * l.scale).to_kind(ws.kind())
+            }
             None => self.linear.ws.copy(),
         })
     }
@@ -165,7 +168,15 @@ impl Module for Proj {
     fn forward(&self, x: &Tensor) -> Tensor {
         let y = self.linear.forward(x);
         match &self.lora {
-            Some(l) => y + x.linear::<Tensor>(&l.a, None).linear::<Tensor>(&l.b, None) * l.scale,
+            // The adapter computes in its own type (f32) on a base in bf16.
+            Some(l) => {
+                let update = x
+                    .to_kind(l.a.kind())
+                    .linear::<Tensor>(&l.a, None)
+                    .linear::<Tensor>(&l.b, None)
+                    * l.scale;
+                y + update.to_kind(x.kind())
+            }
             None => y,
         }
     }

@@ -4,9 +4,11 @@
 //! with variables named exactly like the checkpoint's tensors, [`Llama::load`] fills them from
 //! `model.safetensors` or sharded weights ([`Llama::load_gguf`] from llama.cpp GGUF files, and
 //! [`Llama::save_gguf`] writes them back), and the model offers training logits, token
-//! log-probabilities and batched KV-cache generation like `TinyGpt`.
+//! log-probabilities and batched KV-cache generation like `TinyGpt`, in f32 or bf16
+//! ([`Dtype`], [`Llama::set_dtype`]).
 
 pub mod config;
+pub mod dtype;
 pub mod gguf_load;
 #[cfg(feature = "tch")]
 pub mod gguf_save;
@@ -20,6 +22,7 @@ pub mod model;
 pub mod peft;
 
 pub use config::{LlamaConfig, RopeScaling};
+pub use dtype::Dtype;
 pub use gguf_load::gguf_config;
 #[cfg(feature = "tch")]
 pub use gguf_save::{GgufPrecision, gguf_metadata, tokenizer_metadata};

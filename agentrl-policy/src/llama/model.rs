@@ -5,6 +5,7 @@ use agentrl_core::Result;
 use tch::{Device, Kind, Tensor, nn, nn::Module};
 
 use super::config::LlamaConfig;
+use super::dtype::Dtype;
 use super::lora::Proj;
 use crate::decode::{CachedDecoder, KvCache};
 
@@ -36,11 +37,15 @@ pub struct Llama {
     device: Device,
     /// The attached LoRA adapters' settings, if any (see [`Llama::attach_lora`]).
     pub(super) lora: Option<super::lora::LoraConfig>,
+    /// The base weights' type (see [`Llama::set_dtype`]).
+    dtype: Dtype,
 }
 
+/// RMSNorm with its statistics in f32, the result cast back to `x`'s type before the weight.
 fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Tensor {
-    let var = x.pow_tensor_scalar(2).mean_dim(-1, true, Kind::Float);
-    x * (var + eps).rsqrt() * weight
+    let xf = x.to_kind(Kind::Float);
+    let var = xf.pow_tensor_scalar(2).mean_dim(-1, true, Kind::Float);
+    (xf * (var + eps).rsqrt()).to_kind(x.kind()) * weight
 }
 
 /// Applies the rotate-half rotation to `x` `[B, H, T, hd]`.
@@ -116,7 +121,28 @@ impl Llama {
             device: vs.device(),
             config,
             lora: None,
+            dtype: Dtype::F32,
         })
+    }
+
+    /// Converts the base weights in `vs` (everything under `model.` and `lm_head.`) to `dtype`;
+    /// LoRA adapters, attached before or after, stay f32. Activations and the KV cache follow
+    /// the weights; logits are always f32.
+    pub fn set_dtype(&mut self, vs: &nn::VarStore, dtype: Dtype) {
+        let root = vs.root();
+        for part in ["model", "lm_head"] {
+            let mut path = &root / part;
+            match dtype {
+                Dtype::F32 => path.float(),
+                Dtype::Bf16 => path.bfloat16(),
+            }
+        }
+        self.dtype = dtype;
+    }
+
+    /// The base weights' type.
+    pub fn dtype(&self) -> Dtype {
+        self.dtype
     }
 
     /// The model's shape.
@@ -150,8 +176,10 @@ impl Llama {
             .view([b, t, d]);
         // [B, 1, T, hd/2], broadcast over heads.
         let angles = positions.to_kind(Kind::Float).unsqueeze(-1) * self.inv_freq.view([1, 1, -1]);
-        let cos = angles.cos().unsqueeze(1);
-        let sin = angles.sin().unsqueeze(1);
+        let kind = x.kind();
+        let cos = angles.cos().unsqueeze(1).to_kind(kind);
+        let sin = angles.sin().unsqueeze(1).to_kind(kind);
+        let bias = bias.map(|b| b.to_kind(kind));
         for (i, layer) in self.layers.iter().enumerate() {
             let hn = rms_norm(&x, &layer.input_norm, eps);
             let q = layer
@@ -178,7 +206,7 @@ impl Llama {
                 &q,
                 &repeat_kv(&k, h / kv),
                 &repeat_kv(&v, h / kv),
-                bias,
+                bias.as_ref(),
                 0.0,
                 bias.is_none(),
                 None,
@@ -195,10 +223,10 @@ impl Llama {
         }
         let x = rms_norm(&x, &self.norm, eps);
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
-        x.linear::<Tensor>(head, None)
+        x.linear::<Tensor>(head, None).to_kind(Kind::Float)
     }
 
-    /// Logits `[B, T, V]` of right-padded sequences `[B, T]` (positions `0..T`, causal).
+    /// Logits `[B, T, V]` (f32) of right-padded sequences `[B, T]` (positions `0..T`, causal).
     pub fn logits(&self, ids: &Tensor) -> Tensor {
         let positions = crate::decode::causal_positions(ids, self.device);
         self.forward(ids, &positions, None, None)

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use agentrl_core::{Error, Result};
+use agentrl_policy::llama::Dtype;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -62,6 +63,9 @@ pub struct ServeArgs {
     /// Seed of the sampling streams of requests without a seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Weights' type of a Llama-family model: `f32` or `bf16` (AgentRL's tiny models are f32).
+    #[arg(long, default_value = "f32")]
+    pub dtype: Dtype,
     /// Require `Authorization: Bearer KEY` on every route but /health.
     #[arg(long)]
     pub api_key: Option<String>,
@@ -143,6 +147,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             load_args.config.as_deref(),
             load_args.served_model_name,
             device,
+            load_args.dtype,
             load_args.max_batch,
             load_args.seed,
         )

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentrl_core::{Error, Message, Result, TokenId, ToolSpec};
 use agentrl_policy::hf::HfChatFormat;
-use agentrl_policy::llama::{CheckpointPaths, Llama, LlamaConfig, load_weights};
+use agentrl_policy::llama::{CheckpointPaths, Dtype, Llama, LlamaConfig, load_weights};
 use agentrl_policy::{
     ByteTokenizer, ChatFormat, Detokenizer, GptConfig, NamedWeights, TchPolicy, TinyChatFormat,
     TinyGpt, snapshot_weights,
@@ -138,6 +138,7 @@ impl ServedModel {
         config: Option<&Path>,
         name: Option<String>,
         device: Device,
+        dtype: Dtype,
         max_batch: usize,
         seed: u64,
     ) -> Result<Self> {
@@ -147,11 +148,16 @@ impl ServedModel {
                 .unwrap_or_else(|| "agentrl".into())
         });
         if config.is_some() || is_agentrl_checkpoint(path) {
+            if dtype != Dtype::F32 {
+                return Err(Error::Config(format!(
+                    "--dtype {dtype}: AgentRL's tiny models are served in f32 only"
+                )));
+            }
             let (vs, model, _run) = load_tiny(path, config, device)?;
             return Self::tiny(&name, vs, model, max_batch, seed);
         }
         if is_gguf(path) || path.join("config.json").is_file() {
-            let (vs, model, format) = load_llama_chat(path, device)?;
+            let (vs, model, format) = load_llama_chat(path, device, dtype)?;
             return Self::llama(&name, vs, model, format, max_batch, seed);
         }
         Err(Error::Config(format!(

@@ -1,0 +1,39 @@
+//! Shared fixtures of the Llama tests: a tiny random model and a batch of ids.
+#![allow(dead_code)]
+
+use agentrl_policy::llama::{Llama, LlamaConfig};
+use tch::{Device, Tensor, nn};
+
+/// A two-layer Llama config with grouped-query attention and an untied head.
+pub const TINY: &str = r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": 64,
+    "max_position_embeddings": 64, "tie_word_embeddings": false, "hidden_act": "silu"}"#;
+
+/// A tiny random Llama (norms randomised too), deterministic for a seed. libtorch's seed is
+/// global and tests run in parallel, so seeding and creation happen under one lock.
+pub fn tiny(seed: i64) -> (nn::VarStore, Llama) {
+    static SEED_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    tch::manual_seed(seed);
+    let config = LlamaConfig::from_json_str(TINY, "tiny").unwrap();
+    let vs = nn::VarStore::new(Device::Cpu);
+    let m = Llama::new(&vs.root(), config).unwrap();
+    tch::no_grad(|| {
+        for (_, mut v) in vs.variables() {
+            let noise = Tensor::randn_like(&v) * 0.2;
+            let _ = v.g_add_(&noise);
+        }
+    });
+    (vs, m)
+}
+
+/// Two rows of seven ids.
+pub fn ids() -> Tensor {
+    Tensor::from_slice(&[1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11]).view([2, 7])
+}
+
+/// The largest absolute difference between two tensors.
+pub fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+    (a - b).abs().max().double_value(&[])
+}
