@@ -2,7 +2,8 @@
 //! against the same `TchPolicy` called directly; chat completions return OpenAI `tool_calls`;
 //! weight reloads change outputs and the version; bad requests are OpenAI-shaped 400s; a
 //! cross-policy rollout over two servers records which policy produced each turn; a tiny
-//! random Llama (GGUF) is served token-exactly and reloads; the `agentrl serve` command runs;
+//! random Llama (GGUF) is served token-exactly (in f32 and bf16) and reloads, also from a pushed
+//! PEFT adapter; stop strings cut the text; the `agentrl serve` command runs;
 //! and the stock Python `openai` client works against it (skipped when the package is missing).
 
 use std::path::PathBuf;
@@ -13,12 +14,12 @@ use agentrl_core::{
     ToolSpec, Trajectory, Turn,
 };
 use agentrl_policy::hf::HfChatFormat;
-use agentrl_policy::llama::Dtype;
+use agentrl_policy::llama::{Dtype, LoraConfig, save_adapters};
 use agentrl_policy::{
     ApiFlavor, ChatFormat, CrossPolicy, HttpPolicy, HttpPolicyConfig, TchPolicy, TinyChatFormat,
 };
 use agentrl_trainer::learner::Learner;
-use agentrl_trainer::model_load::{load_llama_chat, load_tiny};
+use agentrl_trainer::model_load::{load_llama, load_llama_chat, load_tiny};
 use agentrl_trainer::rollout::{RolloutContext, run_many};
 use agentrl_trainer::serve::{ServeState, ServedModel, app};
 use serde_json::{Value, json};
@@ -650,6 +651,86 @@ async fn the_serve_command_listens_and_answers() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no/such/model.safetensors"), "{stderr}");
+}
+
+/// Writes a PEFT adapter (rank 4 on the attention projections, random `B`) for the model at
+/// `base` into `dir`, and returns that model with the adapter merged, behind a policy thread.
+fn write_adapter(base: &std::path::Path, dir: &std::path::Path) -> TchPolicy {
+    let (vs, mut model) = load_llama(base, Device::Cpu, Dtype::F32).unwrap();
+    let cfg = LoraConfig::new(4, 8.0);
+    model.attach_lora(&vs, &cfg).unwrap();
+    tch::no_grad(|| {
+        for (name, mut v) in vs.variables() {
+            if name.contains(".lora_B.") {
+                v.copy_(&(tch::Tensor::randn_like(&v) * 0.5));
+            }
+        }
+    });
+    save_adapters(&vs, &cfg, dir, "base.gguf").unwrap();
+    model.merge_lora();
+    TchPolicy::spawn(vs, model, 16, 0).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_lora_adapter_is_merged_into_the_served_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = common::gguf::write_tiny_model_named(dir.path(), "base.gguf", 31);
+    let (url, _state) = start(&base).await;
+    let remote = http(&url, ApiFlavor::OpenAiCompletions, None);
+    let (base_local, format) = local(&base, Dtype::F32);
+    let first = write_adapter(&base, &dir.path().join("adapter-1"));
+    let second = write_adapter(&base, &dir.path().join("adapter-2"));
+    let prompt = format.render_prompt(&[Message::user("hello the world")], &[]);
+    let req = GenerationRequest::new(prompt, SamplingParams::greedy(12));
+    let before = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
+    let want = base_local
+        .generate(vec![req.clone()])
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(before.logprobs, want.logprobs);
+    for (version, (name, merged)) in [("adapter-1", &first), ("adapter-2", &second)]
+        .into_iter()
+        .enumerate()
+    {
+        let loaded = remote
+            .post_json(
+                "/v1/load_weights",
+                &json!({ "path": dir.path().join(name) }),
+            )
+            .await
+            .unwrap();
+        assert_eq!(loaded["policy_version"], version as u64 + 1);
+        let served = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
+        let want = merged.generate(vec![req.clone()]).await.unwrap().remove(0);
+        // Base + this adapter (the second is not stacked on the first).
+        assert_eq!(
+            (&served.ids, &served.logprobs),
+            (&want.ids, &want.logprobs),
+            "{name}"
+        );
+        assert_ne!(served.logprobs, before.logprobs, "{name} changed nothing");
+    }
+    // An adapter whose config names other targets than its tensors is refused, and the model
+    // keeps serving the last good weights.
+    let bad = dir.path().join("adapter-1");
+    let config = bad.join("adapter_config.json");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let mut peft: Value = serde_json::from_str(&text).unwrap();
+    peft["target_modules"] = json!(["q_proj"]);
+    std::fs::write(&config, peft.to_string()).unwrap();
+    let err = remote
+        .post_json("/v1/load_weights", &json!({ "path": bad }))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("HTTP 400") && err.contains("other targets"),
+        "{err}"
+    );
+    let served = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
+    let want = second.generate(vec![req]).await.unwrap().remove(0);
+    assert_eq!(served.logprobs, want.logprobs);
 }
 
 /// A Llama GGUF loaded directly in `dtype`, behind its own policy thread.

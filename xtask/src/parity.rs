@@ -1,7 +1,7 @@
 //! `cargo xtask parity`: checks the Llama-family decoder against Hugging Face transformers.
 //!
 //! Makes a venv in `.venv-parity/` with pinned torch, transformers, gguf and accelerate (about
-//! 2.7 GB download the first time; a stamp makes re-runs instant), then runs the ignored tests of
+//! 4.9 GB on disk the first time; a stamp makes re-runs instant), then runs the ignored tests of
 //! `agentrl-policy/tests/hf_parity.rs` with `AGENTRL_PARITY_PYTHON` pointing at it. The SmolLM2
 //! GGUF test runs when `AGENTRL_SMOLLM2_GGUF` names the file, and is skipped otherwise.
 
@@ -38,7 +38,7 @@ pub fn ensure_python(root: &Path) -> Result<PathBuf> {
         make.args(["-m", "venv"]).arg(&venv);
         run("creation of the parity venv", &mut make)?;
     }
-    println!("installing {wanted} (about 2.7 GB the first time)");
+    println!("installing {wanted} (about 4.9 GB on disk the first time)");
     let mut pip = Command::new(&python);
     pip.args(["-m", "pip", "install", "--quiet"]).args(PACKAGES);
     run("pip install of the reference packages", &mut pip)?;

@@ -280,7 +280,8 @@ impl GenerateSampling {
 #[derive(Debug, Clone, Deserialize)]
 pub struct LoadWeightsRequest {
     /// Checkpoint to load (a safetensors file, an AgentRL run directory, a Hugging Face
-    /// directory or a `.gguf` file, matching the served model).
+    /// directory or a `.gguf` file, matching the served model), or a PEFT LoRA adapter
+    /// directory, merged into the base model the server started with.
     pub path: std::path::PathBuf,
     /// The new policy version (default: the current one plus 1).
     pub version: Option<u64>,

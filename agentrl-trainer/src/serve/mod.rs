@@ -5,7 +5,8 @@
 //! generated ids in each choice's `token_ids`, vLLM's `return_tokens_as_token_ids`,
 //! `stop_token_ids` and `ignore_eos`), `POST /v1/chat/completions` (tools rendered by the model's
 //! chat format, tool calls returned in OpenAI's `tool_calls`), SGLang's `POST /generate`,
-//! `POST /v1/load_weights {"path", "version"?}` (new weights into the running model) and
+//! `POST /v1/load_weights {"path", "version"?}` (new weights into the running model: a
+//! checkpoint, or a PEFT LoRA adapter directory merged into the base the server started with) and
 //! `GET /health`. Every answer carries the extension field `policy_version`. Concurrent requests
 //! share forward batches on the model thread ([`agentrl_policy::TchPolicy`]). Any `model` name
 //! in a request is accepted: one model is served. Errors are OpenAI-shaped JSON; bad input is a

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use agentrl_core::{Error, Message, Result, TokenId, ToolSpec};
 use agentrl_policy::hf::HfChatFormat;
-use agentrl_policy::llama::{CheckpointPaths, Dtype, Llama, LlamaConfig, load_weights};
+use agentrl_policy::llama::{
+    ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, CheckpointPaths, Dtype, Llama, LlamaConfig,
+    is_adapter_name, load_adapter_weights, load_weights, read_peft_config,
+};
 use agentrl_policy::{
     ByteTokenizer, ChatFormat, Detokenizer, GptConfig, NamedWeights, TchPolicy, TinyChatFormat,
     TinyGpt, snapshot_weights,
@@ -14,7 +17,7 @@ use agentrl_policy::{
 use tch::{Device, Kind, nn};
 
 use crate::model_load::{
-    is_agentrl_checkpoint, is_gguf, load_llama_chat, load_tiny, tiny_weights_file,
+    is_agentrl_checkpoint, is_gguf, load_llama, load_llama_chat, load_tiny, tiny_weights_file,
 };
 
 /// How a served model reads and writes text.
@@ -105,15 +108,19 @@ impl ServedModel {
         })
     }
 
-    /// Serves a Llama-family model with its chat format.
+    /// Serves a Llama-family model with its chat format. `source` is the file or directory it
+    /// was loaded from: PEFT adapters pushed to `/v1/load_weights` are merged into the weights
+    /// read from there (the base the server started with), not into whatever was loaded since.
     pub fn llama(
         name: &str,
         vs: nn::VarStore,
         model: Llama,
         format: HfChatFormat,
+        source: &Path,
         max_batch: usize,
         seed: u64,
     ) -> Result<Self> {
+        let source = source.to_path_buf();
         let config = model.config().clone();
         let device = vs.device();
         let format = Arc::new(format);
@@ -126,7 +133,7 @@ impl ServedModel {
             codec: Codec::Hf(format),
             context_len: config.max_position_embeddings,
             vocab_size: config.vocab_size,
-            loader: Box::new(move |path| llama_weights(&config, device, path)),
+            loader: Box::new(move |path| llama_weights(&config, device, &source, path)),
         })
     }
 
@@ -158,7 +165,7 @@ impl ServedModel {
         }
         if is_gguf(path) || path.join("config.json").is_file() {
             let (vs, model, format) = load_llama_chat(path, device, dtype)?;
-            return Self::llama(&name, vs, model, format, max_batch, seed);
+            return Self::llama(&name, vs, model, format, path, max_batch, seed);
         }
         Err(Error::Config(format!(
             "--model {}: not a .gguf file, a Hugging Face directory (config.json, tokenizer.json, \
@@ -184,10 +191,19 @@ fn tiny_weights(config: &GptConfig, device: Device, path: &Path) -> Result<Named
 }
 
 /// Weights of a Llama of shape `config` read from a `.gguf` file, a Hugging Face directory,
-/// a `.safetensors` file or a shard index.
-fn llama_weights(config: &LlamaConfig, device: Device, path: &Path) -> Result<NamedWeights> {
+/// a `.safetensors` file or a shard index — or, for a PEFT adapter directory, the weights of
+/// `source` (the served base model) with the adapter merged in.
+fn llama_weights(
+    config: &LlamaConfig,
+    device: Device,
+    source: &Path,
+    path: &Path,
+) -> Result<NamedWeights> {
     if !path.exists() {
         return Err(Error::Config(format!("{} does not exist", path.display())));
+    }
+    if path.join(ADAPTER_CONFIG_FILE).is_file() {
+        return base_with_adapter(source, device, path);
     }
     if is_gguf(path) {
         let (vs, _model, _config) = Llama::load_gguf(path, device)?;
@@ -199,4 +215,19 @@ fn llama_weights(config: &LlamaConfig, device: Device, path: &Path) -> Result<Na
     vs.set_kind(Kind::Float);
     load_weights(&vs, &weights)?;
     Ok(snapshot_weights(&vs))
+}
+
+/// The weights of the base model at `source` with the PEFT adapter in `dir`
+/// (`adapter_config.json` + `adapter_model.safetensors`) merged in: `W + (alpha / r) · B · A` on
+/// every adapted projection, every other weight as in `source`.
+fn base_with_adapter(source: &Path, device: Device, dir: &Path) -> Result<NamedWeights> {
+    let lora = read_peft_config(dir)?;
+    let (vs, mut model) = load_llama(source, device, Dtype::F32)?;
+    model.attach_lora(&vs, &lora)?;
+    load_adapter_weights(&vs, dir.join(ADAPTER_WEIGHTS_FILE))?;
+    model.merge_lora();
+    Ok(snapshot_weights(&vs)
+        .into_iter()
+        .filter(|(name, _)| !is_adapter_name(name))
+        .collect())
 }
