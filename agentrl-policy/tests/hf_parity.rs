@@ -78,10 +78,11 @@ fn tiny_parity(seed: i64, config_json: &str) -> f64 {
 }
 
 /// Max |difference| from the exact (transformers fp32) logits of our bf16 logits and of
-/// transformers' bf16 logits, for `model` loaded from `dir` (`gguf_file` in it, if given).
+/// transformers' bf16 logits, for `model` loaded from `dir` (`gguf_file` in it, if given);
+/// prints both and the max |difference| between the two bf16 results.
 fn bf16_errors(
-    vs: &nn::VarStore,
-    model: &mut Llama,
+    what: &str,
+    (vs, model): (&nn::VarStore, &mut Llama),
     dir: &Path,
     gguf_file: Option<&str>,
     ids: &[i64],
@@ -90,8 +91,14 @@ fn bf16_errors(
     let theirs = hf_logits(dir, ids, gguf_file, Dtype::Bf16);
     model.set_dtype(vs, Dtype::Bf16);
     let ours = our_logits(model, ids);
-    let err = |t: &Tensor| (t - &exact).abs().max().double_value(&[]);
-    (err(&ours), err(&theirs))
+    let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
+    let (our_err, their_err) = (diff(&ours, &exact), diff(&theirs, &exact));
+    eprintln!(
+        "{what} bf16: max |logit - exact| ours {our_err:e}, transformers {their_err:e}; \
+         max |ours - transformers| {:e}",
+        diff(&ours, &theirs)
+    );
+    (our_err, their_err)
 }
 
 /// Our bf16 error may be at most this many times transformers' own bf16 error.
@@ -170,8 +177,7 @@ fn tiny_llama_bf16_is_as_close_to_exact_as_transformers_bf16() {
     vs.save(dir.path().join("model.safetensors")).unwrap();
     let (vs, mut model) = Llama::load(dir.path(), Device::Cpu).unwrap();
     let ids = [1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11, 30, 31];
-    let (ours, theirs) = bf16_errors(&vs, &mut model, dir.path(), None, &ids);
-    eprintln!("tiny qwen2 bf16: max |logit - exact| ours {ours:e}, transformers {theirs:e}");
+    let (ours, theirs) = bf16_errors("tiny qwen2", (&vs, &mut model), dir.path(), None, &ids);
     assert!(
         ours <= BF16_ERROR_RATIO * theirs + 1e-3,
         "{ours} vs {theirs}"
@@ -189,8 +195,7 @@ fn smollm2_gguf_bf16_is_as_close_to_exact_as_transformers_bf16() {
     ];
     let dir = path.parent().unwrap();
     let file = path.file_name().unwrap().to_str().unwrap();
-    let (ours, theirs) = bf16_errors(&vs, &mut model, dir, Some(file), &ids);
-    eprintln!("SmolLM2 GGUF bf16: max |logit - exact| ours {ours:e}, transformers {theirs:e}");
+    let (ours, theirs) = bf16_errors("SmolLM2 GGUF", (&vs, &mut model), dir, Some(file), &ids);
     assert!(
         ours <= BF16_ERROR_RATIO * theirs + 1e-3,
         "{ours} vs {theirs}"
