@@ -1,8 +1,12 @@
-//! Policy benchmarks: chat rendering/parsing and batched KV-cache generation of the demo model.
+//! Policy benchmarks: chat rendering/parsing, batched KV-cache generation of the demo model (with
+//! and without stop strings), and of a small random Llama in f32 and bf16.
 
 use agentrl_core::{Message, SamplingParams, SeededRng, ToolCall};
-use agentrl_policy::PolicyModel;
+use std::sync::Arc;
+
+use agentrl_policy::llama::{Dtype, Llama, LlamaConfig};
 use agentrl_policy::{ByteTokenizer, ChatFormat, GptConfig, TinyChatFormat, TinyGpt};
+use agentrl_policy::{Detokenizer, PolicyModel};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tch::{Device, nn};
 
@@ -79,8 +83,64 @@ fn generation(c: &mut Criterion) {
                 .expect("generation")
         })
     });
+    // The same with two stop strings that never match: the cost of decoding and searching
+    // every row's text after every token.
+    let detokenizer: Detokenizer = Arc::new(move |ids| fmt.decode(ids));
+    let with_stops: Vec<SamplingParams> = params
+        .iter()
+        .map(|p| SamplingParams {
+            stop: vec!["</never>".into(), "<|never|>".into()],
+            ..p.clone()
+        })
+        .collect();
+    g.bench_function("tiny_gpt_batch64_32_tokens_2_stop_strings", |b| {
+        b.iter(|| {
+            let mut rngs: Vec<SeededRng> = (0..batch as u64).map(SeededRng::new).collect();
+            model
+                .generate(&prompts, &with_stops, &mut rngs, 0, Some(&detokenizer))
+                .expect("generation")
+        })
+    });
     g.finish();
 }
 
-criterion_group!(benches, chat, generation);
+/// A small random Llama (GQA, 4 layers, 256 wide, 8k vocabulary): batch 16, 32 new tokens,
+/// weights in f32 and in bf16.
+fn llama_generation(c: &mut Criterion) {
+    tch::set_num_threads(1);
+    let config = LlamaConfig::from_json_str(
+        r#"{"model_type": "llama", "hidden_size": 256, "intermediate_size": 704,
+        "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": 8192,
+        "max_position_embeddings": 256, "tie_word_embeddings": true, "hidden_act": "silu"}"#,
+        "bench",
+    )
+    .expect("valid config");
+    let batch = 16;
+    let new_tokens = 32;
+    let prompts: Vec<Vec<u32>> = (0..batch as u32)
+        .map(|i| (0..48).map(|j| (i * 131 + j * 17) % 8192).collect())
+        .collect();
+    let params = vec![SamplingParams::greedy(new_tokens); batch];
+    let mut g = c.benchmark_group("generate");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements((batch * new_tokens) as u64));
+    for dtype in [Dtype::F32, Dtype::Bf16] {
+        tch::manual_seed(0);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let mut model = Llama::new(&vs.root(), config.clone()).expect("valid config");
+        model.set_dtype(&vs, dtype);
+        g.bench_function(format!("llama_256x4_batch16_32_tokens_{dtype}"), |b| {
+            b.iter(|| {
+                let mut rngs: Vec<SeededRng> = (0..batch as u64).map(SeededRng::new).collect();
+                model
+                    .generate(&prompts, &params, &mut rngs, 0, None)
+                    .expect("generation")
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, chat, generation, llama_generation);
 criterion_main!(benches);
