@@ -275,6 +275,15 @@ pub struct PipelineConfig {
     pub max_staleness: u64,
     /// Max rows in one generation batch.
     pub max_batch: usize,
+    /// `agentrl serve` processes (`http://HOST:PORT`) that generate the RL rollouts instead of
+    /// the in-process policy; empty: in process. After every step the learner writes its
+    /// weights (tiny GPT) or LoRA adapters under the run directory and has each server load
+    /// them, so the servers must read this machine's files. Evaluation stays in process.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rollout_servers: Vec<String>,
+    /// The rollout servers' `--api-key`, when they have one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_api_key: Option<String>,
 }
 
 impl Default for PipelineConfig {
@@ -282,6 +291,8 @@ impl Default for PipelineConfig {
         PipelineConfig {
             max_staleness: 1,
             max_batch: 256,
+            rollout_servers: Vec::new(),
+            rollout_api_key: None,
         }
     }
 }

@@ -40,3 +40,4 @@ pub mod rescore;
 pub mod rollout;
 pub mod run;
 pub mod serve;
+pub mod weight_sync;

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agentrl_core::{Error, Result, RewardFn, SamplingParams, SeededRng, Split, Trajectory};
-use agentrl_policy::TchPolicy;
 use ndarray::Array1;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -23,6 +22,7 @@ use crate::config::RunConfig;
 use crate::learner::{GrpoParams, Learner};
 use crate::metrics::MetricsWriter;
 use crate::rollout::{RolloutContext, run_group};
+use crate::weight_sync::WeightSync;
 
 /// One rolled-out group, scored.
 struct Group {
@@ -61,10 +61,10 @@ pub struct RlSummary {
 pub struct RlRun {
     /// The run's configuration.
     pub config: RunConfig,
-    /// Rollout context (its policy must be `policy`).
+    /// Rollout context (its policy is the one `weights` updates).
     pub ctx: RolloutContext,
-    /// The rollout policy, which receives weight updates.
-    pub policy: TchPolicy,
+    /// How the rollout policy receives weight updates.
+    pub weights: WeightSync,
     /// Scores trajectories.
     pub reward: Arc<dyn RewardFn>,
     /// Run directory (checkpoints go under it).
@@ -82,9 +82,19 @@ pub async fn train_rl(
     let cfg = run.config.clone();
     let rl = cfg.rl.clone();
     let start = run.start_step;
-    run.policy
-        .set_weights(learner.weights(), start as u64)
-        .await?;
+    let handle = tokio::runtime::Handle::current();
+    let weights = Arc::new(run.weights);
+    // Publishing writes files for rollout servers: on a blocking thread.
+    let (learner, published) = {
+        let (weights, handle) = (weights.clone(), handle.clone());
+        tokio::task::spawn_blocking(move || {
+            let published = handle.block_on(weights.publish(&learner, start as u64));
+            (learner, published)
+        })
+        .await
+        .map_err(|e| Error::Trainer(format!("weight publishing task failed: {e}")))?
+    };
+    published?;
     let (version_tx, version_rx) = watch::channel(start as u64);
     let capacity = (cfg.pipeline.max_staleness as usize + 1) * rl.tasks_per_step;
     let (tx, rx) = mpsc::channel::<Result<Group>>(capacity.max(1));
@@ -111,12 +121,10 @@ pub async fn train_rl(
             seed: cfg.seed,
         },
     ));
-    let handle = tokio::runtime::Handle::current();
-    let policy = run.policy.clone();
     let run_dir = run.run_dir.clone();
     let trained = tokio::task::spawn_blocking(move || {
         learner_loop(
-            learner, metrics, rx, policy, version_tx, handle, cfg, run_dir, start,
+            learner, metrics, rx, weights, version_tx, handle, cfg, run_dir, start,
         )
     })
     .await
@@ -193,7 +201,7 @@ fn learner_loop(
     mut learner: Learner,
     mut metrics: MetricsWriter,
     mut rx: mpsc::Receiver<Result<Group>>,
-    policy: TchPolicy,
+    weights: Arc<WeightSync>,
     version_tx: watch::Sender<u64>,
     handle: tokio::runtime::Handle,
     cfg: RunConfig,
@@ -261,7 +269,7 @@ fn learner_loop(
             learner.grpo_step(&trajs, &a, grpo)
         };
         let new_version = version + 1;
-        handle.block_on(policy.set_weights(learner.weights(), new_version))?;
+        handle.block_on(weights.publish(&learner, new_version))?;
         let _ = version_tx.send(new_version);
         let staleness: Vec<f64> = batch
             .iter()

@@ -19,6 +19,7 @@ use crate::metrics::{MetricsWriter, read_metrics};
 use crate::pipeline::{RlRun, RlSummary, train_rl};
 use crate::pretrained::{load_chat_format, load_llama, model_name};
 use crate::rollout::RolloutContext;
+use crate::weight_sync::{ServerPush, WeightSync};
 
 /// A configured run: its config, env, chat format, device and directory.
 pub struct Run {
@@ -105,6 +106,37 @@ impl Run {
             stop: self.config.model.stop.clone(),
         };
         Ok((policy, ctx))
+    }
+
+    /// Where RL rollouts run: the in-process policy, or the `[pipeline] rollout_servers` behind
+    /// a router (sticky sessions, least outstanding requests), with how weights reach them.
+    fn rl_rollouts(&self, learner: &Learner) -> Result<(WeightSync, RolloutContext)> {
+        let pipeline = &self.config.pipeline;
+        if pipeline.rollout_servers.is_empty() {
+            let (policy, ctx) = self.rollout_policy(learner)?;
+            return Ok((WeightSync::Local(policy), ctx));
+        }
+        let base_model = self
+            .config
+            .model
+            .pretrained
+            .as_deref()
+            .map_or_else(|| "agentrl-tiny-gpt".to_string(), model_name);
+        let (push, router) = ServerPush::new(
+            &pipeline.rollout_servers,
+            pipeline.rollout_api_key.as_deref(),
+            learner.spec(),
+            &self.dir.join("rollout-weights"),
+            &base_model,
+        )?;
+        let ctx = RolloutContext {
+            factory: self.factory.clone(),
+            policy: Arc::new(router),
+            format: self.format.clone(),
+            max_seq_len: self.config.model.max_seq_len,
+            stop: self.config.model.stop.clone(),
+        };
+        Ok((WeightSync::Servers(push), ctx))
     }
 
     fn metrics(&self) -> Result<MetricsWriter> {
@@ -254,7 +286,7 @@ impl Run {
         crate::envs::check_servers(&self.config.env).await?;
         let (reward, _judge) =
             crate::rescore::build_reward(&self.config, self.config.judge_checkpoint.as_deref())?;
-        let (policy, ctx) = self.rollout_policy(&learner)?;
+        let (weights, ctx) = self.rl_rollouts(&learner)?;
         let mut learner = learner;
         if self.config.rl.kl_coef > 0.0 {
             learner.freeze_reference()?;
@@ -262,7 +294,7 @@ impl Run {
         let run = RlRun {
             config: self.config.clone(),
             ctx,
-            policy,
+            weights,
             reward,
             run_dir: self.dir.clone(),
             start_step,

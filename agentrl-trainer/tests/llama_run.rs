@@ -1,8 +1,8 @@
 //! A whole run with a pretrained model: a tiny random Llama written here as a Hugging Face
 //! directory (config, safetensors, byte-level `tokenizer.json`, `tokenizer_config.json`) is
 //! trained with LoRA on `arith-calc` through `demo` (SFT, evaluation, GRPO, evaluation) using
-//! the example's tool-calling chat template, and leaves a PEFT adapter; `[model]`/`[lora]`
-//! configs are checked.
+//! the example's tool-calling chat template, and leaves a PEFT adapter; with a rollout server,
+//! every step's adapter is pushed to it; `[model]`/`[lora]` configs are checked.
 
 use std::path::{Path, PathBuf};
 
@@ -11,13 +11,14 @@ use agentrl_policy::ChatFormat;
 use agentrl_policy::llama::{Dtype, Llama, LlamaConfig, is_adapter_name};
 use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::pretrained::load_chat_format;
-use agentrl_trainer::run::demo;
+use agentrl_trainer::run::{Run, demo};
+use agentrl_trainer::serve::ServedModel;
 use serde_json::json;
 use tch::{Device, Kind, Tensor, nn};
 
-#[path = "../../agentrl-policy/tests/support/tiny_vocab.rs"]
-mod tiny_vocab;
-use tiny_vocab::byte_chars;
+mod common;
+
+use common::gguf::tiny_vocab::byte_chars;
 
 const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 
@@ -196,6 +197,37 @@ async fn a_pretrained_model_trains_with_lora_end_to_end() {
     // Demonstrations were rendered with the template's tool calls.
     let demos = std::fs::read_to_string(run_dir.join("demos.jsonl")).unwrap();
     assert!(demos.contains("calculator"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lora_run_pushes_its_adapters_to_a_rollout_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let model_dir = dir.path().join("model");
+    std::fs::create_dir_all(&model_dir).unwrap();
+    write_model_dir(&model_dir);
+    // The server starts from the base model; the run pushes its adapters after every step.
+    let model = ServedModel::load(&model_dir, None, None, Device::Cpu, Dtype::F32, 16, 0).unwrap();
+    let (url, state) = common::serve_on_loopback(model, None).await;
+    let text = run_config(&model_dir, "[lora]\nr = 4\nalpha = 8.0").replace(
+        "[pipeline]\n",
+        &format!("[pipeline]\nrollout_servers = [\"{url}\"]\n"),
+    );
+    let cfg = RunConfig::from_toml_str(&text, "test").unwrap();
+    assert_eq!(cfg.pipeline.rollout_servers, std::slice::from_ref(&url));
+    let run_dir = dir.path().join("run");
+    let run = Run::new(cfg, &run_dir).unwrap();
+    let demos = run.write_demonstrations().await.unwrap();
+    let learner = run.sft(&demos).unwrap();
+    let (_learner, summary) = run.rl(learner, 0).await.unwrap();
+    assert_eq!(summary.steps, 2);
+    assert_eq!(agentrl_core::Policy::version(&state.model.policy), 2);
+    let pushed = run_dir.join("rollout-weights");
+    let names: Vec<String> = std::fs::read_dir(&pushed)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["v000002"]);
+    assert!(pushed.join("v000002/adapter_config.json").is_file());
 }
 
 #[test]

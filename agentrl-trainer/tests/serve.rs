@@ -21,7 +21,7 @@ use agentrl_policy::{
 use agentrl_trainer::learner::Learner;
 use agentrl_trainer::model_load::{load_llama, load_llama_chat, load_tiny};
 use agentrl_trainer::rollout::{RolloutContext, run_many};
-use agentrl_trainer::serve::{ServeState, ServedModel, app};
+use agentrl_trainer::serve::{ServeState, ServedModel};
 use serde_json::{Value, json};
 use tch::Device;
 
@@ -126,12 +126,7 @@ async fn start(path: &std::path::Path) -> (String, Arc<ServeState>) {
 async fn start_in(path: &std::path::Path, dtype: Dtype) -> (String, Arc<ServeState>) {
     let model =
         ServedModel::load(path, None, Some("tiny".into()), Device::Cpu, dtype, 16, 0).unwrap();
-    let state = ServeState::new(model);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let router = app(state.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    (format!("http://{addr}"), state)
+    common::serve_on_loopback(model, None).await
 }
 
 fn http(base: &str, flavor: ApiFlavor, name: Option<&str>) -> HttpPolicy {

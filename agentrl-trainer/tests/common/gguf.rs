@@ -7,7 +7,7 @@ use agentrl_policy::llama::{GgufPrecision, Llama, LlamaConfig};
 use tch::{Device, nn};
 
 #[path = "../../../agentrl-policy/tests/support/tiny_vocab.rs"]
-mod tiny_vocab;
+pub mod tiny_vocab;
 
 /// Writes a one-layer random Llama with the tiny vocabulary as `tiny-chat.gguf`; returns its path.
 pub fn write_tiny_model(dir: &Path) -> PathBuf {

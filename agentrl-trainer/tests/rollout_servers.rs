@@ -1,0 +1,116 @@
+//! RL whose rollouts run on `agentrl serve` processes (`[pipeline] rollout_servers`): the
+//! learner pushes every new version to every server, turns record which server made them, the
+//! staleness bound holds across processes, only the newest pushed weights stay on disk, and a
+//! dead server stops the run with a message that names it.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use agentrl_policy::llama::{Dtype, LlamaConfig};
+use agentrl_trainer::learner::ModelSpec;
+use agentrl_trainer::metrics::read_metrics;
+use agentrl_trainer::run::Run;
+use agentrl_trainer::serve::ServedModel;
+use agentrl_trainer::weight_sync::ServerPush;
+use tch::Device;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollouts_on_two_servers_follow_the_learner() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::tiny_config(1);
+    let run = Run::new(config.clone(), dir.path()).unwrap();
+    let demos = run.write_demonstrations().await.unwrap();
+    let learner = run.sft(&demos).unwrap();
+    // Two servers start from the SFT checkpoint (shape from the run's config.toml).
+    let sft = dir.path().join("checkpoints/sft.safetensors");
+    let mut urls = Vec::new();
+    let mut states = Vec::new();
+    for seed in 0..2 {
+        let model = ServedModel::load(&sft, None, None, Device::Cpu, Dtype::F32, 64, seed).unwrap();
+        let (url, state) = common::serve_on_loopback(model, Some("sesame")).await;
+        urls.push(url);
+        states.push(state);
+    }
+    let mut config = config;
+    config.pipeline.rollout_servers = urls.clone();
+    config.pipeline.rollout_api_key = Some("sesame".into());
+    let run = Run::new(config, dir.path()).unwrap();
+    let (_learner, summary) = run.rl(learner, 0).await.unwrap();
+    assert_eq!(summary.steps, 3);
+
+    // Every server holds the last version, and both generated rollouts.
+    for state in &states {
+        assert_eq!(agentrl_core::Policy::version(&state.model.policy), 3);
+    }
+    let mut producers = BTreeSet::new();
+    let samples: Vec<_> = std::fs::read_dir(dir.path().join("samples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("rl_step_"))
+        .collect();
+    assert!(!samples.is_empty());
+    for file in samples {
+        let (sampled, bad) = agentrl_core::read_jsonl(&file).unwrap();
+        assert!(bad.is_empty());
+        for t in &sampled {
+            for turn in &t.turns {
+                let name = turn.policy_name.clone().expect("remote turns are named");
+                assert!(urls.contains(&name), "{name}");
+                producers.insert(name);
+            }
+        }
+    }
+    assert_eq!(producers.len(), 2, "the router used both servers");
+    let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
+    let steps: Vec<_> = records.iter().filter(|r| r["kind"] == "rl_step").collect();
+    assert_eq!(steps.len(), 3);
+    for r in steps {
+        assert!(r["staleness_max"].as_f64().unwrap() <= 1.0, "{r}");
+    }
+    // Only the newest pushed weights are kept.
+    let pushed: Vec<String> = std::fs::read_dir(dir.path().join("rollout-weights"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(pushed, ["v000003.safetensors"]);
+
+    // A server that is gone stops the run before any rollout, naming it.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let mut config = common::tiny_config(1);
+    config.pipeline.rollout_servers = vec![urls[0].clone(), dead.clone()];
+    config.pipeline.rollout_api_key = Some("sesame".into());
+    let run = Run::new(config, dir.path()).unwrap();
+    let learner = run.sft(&demos).unwrap();
+    let err = run.rl(learner, 0).await.err().unwrap().to_string();
+    assert!(
+        err.contains(&dead) && err.contains("did not load weights"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_fully_fine_tuned_pretrained_model_is_not_pushed() {
+    let config = LlamaConfig::from_json_str(
+        r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
+        "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-5, "vocab_size": 64, "max_position_embeddings": 64}"#,
+        "tiny",
+    )
+    .unwrap();
+    let spec = ModelSpec::Llama {
+        config: Box::new(config),
+        lora: None,
+        dtype: Dtype::F32,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let urls = vec!["http://127.0.0.1:9".to_string()];
+    let err = ServerPush::new(&urls, None, &spec, dir.path(), "tiny")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("[lora]"), "{err}");
+}
