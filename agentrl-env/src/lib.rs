@@ -61,6 +61,7 @@ pub mod spreadsheet_ops;
 pub mod sql_analysis;
 pub mod strategy_game;
 pub mod text_adventure;
+mod tool_env;
 mod transcript;
 pub mod web_shop;
 mod workspace;

@@ -1,13 +1,14 @@
 //! The `arith-calc` session: one episode of "compute this expression", with a calculator tool.
 
 use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task, ToolContext};
-use agentrl_tools::{Calculator, ToolBox, ToolLimits};
+use agentrl_tools::Calculator;
 use async_trait::async_trait;
 
 use super::ARITH_CALC_ID;
 use super::problem::ArithProblem;
 use crate::answer;
 use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::tool_env::SessionTools;
 
 /// Where the session stands.
 #[derive(Debug)]
@@ -26,7 +27,7 @@ enum State {
 /// The agent sees `Compute {expression}` and may call the `calculator` tool; a message without
 /// tool calls is its final answer, whose last number must equal the expression's value.
 pub struct ArithCalcEnv {
-    tools: std::result::Result<ToolBox, String>,
+    tools: SessionTools,
     ctx: ToolContext,
     state: State,
 }
@@ -42,21 +43,12 @@ impl ArithCalcEnv {
     ///
     /// Should the tool box refuse the calculator, the reason is reported by `reset`.
     pub fn new() -> Self {
-        let tools = ToolBox::new(ToolLimits::default())
-            .with(Calculator)
-            .map_err(|e| format!("cannot set up the calculator tool: {e}"));
+        let tools = SessionTools::single(ARITH_CALC_ID, "calculator", Calculator);
         ArithCalcEnv {
             tools,
             ctx: ToolContext::default(),
             state: State::Idle,
         }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(ARITH_CALC_ID, why.clone()))
     }
 }
 
@@ -71,7 +63,7 @@ impl Env for ArithCalcEnv {
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         self.state = State::Idle;
-        let tools = self.toolbox()?.specs();
+        let tools = self.tools.get()?.specs();
         let problem = ArithProblem::from_task(task)?;
         self.state = State::Running {
             answer: problem.answer,
@@ -98,7 +90,7 @@ impl Env for ArithCalcEnv {
         }
         if !action.tool_calls.is_empty() {
             let (messages, info) =
-                run_tool_calls(self.toolbox()?, &self.ctx, action, || false).await;
+                run_tool_calls(self.tools.get()?, &self.ctx, action, || false).await;
             return Ok(continue_step(messages, info));
         }
         let text = action.text();

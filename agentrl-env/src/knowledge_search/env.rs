@@ -11,6 +11,7 @@ use super::corpus::Corpus;
 use super::task::Question;
 use super::{KNOWLEDGE_SEARCH_ID, answer_is_correct};
 use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::tool_env::SessionTools;
 
 /// What the agent is told after an unusable action.
 const HINT: &str = "call the search tool or reply with the answer alone";
@@ -39,7 +40,7 @@ enum State {
 /// The agent sees the question and may call `search`; a message without tool calls is its
 /// final answer, compared with [`answer_is_correct`].
 pub struct KnowledgeSearchEnv {
-    tools: std::result::Result<ToolBox, String>,
+    tools: SessionTools,
     ctx: ToolContext,
     state: State,
 }
@@ -48,23 +49,17 @@ impl KnowledgeSearchEnv {
     /// A session searching `corpus`, whose index is built on first use and shared; should it
     /// fail, the reason is reported by `reset`.
     pub fn new(corpus: &Arc<Corpus>) -> Self {
-        let tools = corpus.index().and_then(|index| {
+        let built = corpus.index().and_then(|index| {
             ToolBox::new(ToolLimits::default())
                 .with(Search::new(index, SEARCH_LIMITS))
                 .map_err(|e| format!("cannot set up the search tool: {e}"))
         });
+        let tools = SessionTools::new(KNOWLEDGE_SEARCH_ID, built);
         KnowledgeSearchEnv {
             tools,
             ctx: ToolContext::default(),
             state: State::Idle,
         }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(KNOWLEDGE_SEARCH_ID, why.clone()))
     }
 }
 
@@ -85,7 +80,7 @@ impl Env for KnowledgeSearchEnv {
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         self.state = State::Idle;
-        let tools = self.toolbox()?.specs();
+        let tools = self.tools.get()?.specs();
         let question = Question::from_task(task)?;
         self.state = State::Running {
             answer: question.answer,
@@ -114,7 +109,7 @@ impl Env for KnowledgeSearchEnv {
         }
         if !action.tool_calls.is_empty() {
             let (messages, info) =
-                run_tool_calls(self.toolbox()?, &self.ctx, action, || false).await;
+                run_tool_calls(self.tools.get()?, &self.ctx, action, || false).await;
             return Ok(continue_step(messages, info));
         }
         let text = action.text();

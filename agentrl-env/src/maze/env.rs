@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use agentrl_core::{
     Env, Error, Message, Observation, Result, Step, Task, Tool, ToolContext, ToolError, ToolSpec,
 };
-use agentrl_tools::{ToolBox, ToolLimits};
 use async_trait::async_trait;
 use serde_json::json;
 
 use super::MAZE_ID;
 use super::grid::{Direction, Grid, Pos};
 use super::task::grid_of;
-use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::session::{continue_step, final_step, require_tool_calls, run_tool_calls};
+use crate::tool_env::SessionTools;
 
 /// What to do instead of a malformed action.
 const HINT: &str = "call the move tool with a direction";
@@ -105,7 +105,7 @@ impl Tool for MoveTool {
 /// it reaches `G`. A message without tool calls is an invalid action.
 pub struct MazeEnv {
     state: Arc<Mutex<MazeState>>,
-    tools: std::result::Result<ToolBox, String>,
+    tools: SessionTools,
     ctx: ToolContext,
 }
 
@@ -119,23 +119,15 @@ impl MazeEnv {
     /// A session whose tool box holds the `move` tool; a refused tool is reported by `reset`.
     pub fn new() -> Self {
         let state = Arc::new(Mutex::new(MazeState::default()));
-        let tools = ToolBox::new(ToolLimits::default())
-            .with(MoveTool {
-                state: Arc::clone(&state),
-            })
-            .map_err(|e| format!("cannot set up the move tool: {e}"));
+        let move_tool = MoveTool {
+            state: Arc::clone(&state),
+        };
+        let tools = SessionTools::single(MAZE_ID, "move", move_tool);
         MazeEnv {
             state,
             tools,
             ctx: ToolContext::default(),
         }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(MAZE_ID, why.clone()))
     }
 }
 
@@ -147,7 +139,7 @@ impl Env for MazeEnv {
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         lock(&self.state).maze = None;
-        let tools = self.toolbox()?.specs();
+        let tools = self.tools.get()?.specs();
         let grid = grid_of(task)?;
         let text = format!(
             "Reach G with the move tool. A=you, #=wall.\n{}",
@@ -165,18 +157,10 @@ impl Env for MazeEnv {
         if lock(&self.state).maze.is_none() {
             return Err(Error::env(MAZE_ID, "step called outside an episode"));
         }
-        if let Some(reason) = wrong_role(action) {
-            return Ok(invalid_step(&reason, HINT));
+        if let Some(refused) = require_tool_calls(action, HINT) {
+            return Ok(refused);
         }
-        if action.tool_calls.is_empty() {
-            let reason = if action.text().trim().is_empty() {
-                "empty message"
-            } else {
-                "no tool call"
-            };
-            return Ok(invalid_step(reason, HINT));
-        }
-        let toolbox = self.toolbox()?;
+        let toolbox = self.tools.get()?;
         let state = Arc::clone(&self.state);
         let (messages, info) =
             run_tool_calls(toolbox, &self.ctx, action, || lock(&state).at_goal()).await;

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use agentrl_core::{
     Env, Error, Message, Observation, Result, Step, Task, Tool, ToolContext, ToolError, ToolSpec,
 };
-use agentrl_tools::{ToolBox, ToolLimits};
 use async_trait::async_trait;
 use serde_json::json;
 
@@ -15,6 +14,7 @@ use super::command::Command;
 use super::task::world_of;
 use super::world::{State, World};
 use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::tool_env::SessionTools;
 
 /// What to do instead of a malformed action.
 const HINT: &str = "send a command such as `go north` or `take key`";
@@ -94,7 +94,7 @@ impl Tool for ActTool {
 /// the world refuses (a locked chest, a missing exit) are ordinary moves with a `cannot:` reply.
 pub struct TextAdventureEnv {
     game: Arc<Mutex<Game>>,
-    tools: std::result::Result<ToolBox, String>,
+    tools: SessionTools,
     ctx: ToolContext,
 }
 
@@ -108,23 +108,15 @@ impl TextAdventureEnv {
     /// A session whose tool box holds the `act` tool; a refused tool is reported by `reset`.
     pub fn new() -> Self {
         let game = Arc::new(Mutex::new(Game::default()));
-        let tools = ToolBox::new(ToolLimits::default())
-            .with(ActTool {
-                game: Arc::clone(&game),
-            })
-            .map_err(|e| format!("cannot set up the act tool: {e}"));
+        let act_tool = ActTool {
+            game: Arc::clone(&game),
+        };
+        let tools = SessionTools::single(TEXT_ADVENTURE_ID, "act", act_tool);
         TextAdventureEnv {
             game,
             tools,
             ctx: ToolContext::default(),
         }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(TEXT_ADVENTURE_ID, why.clone()))
     }
 
     /// The step after `messages`: final on success, otherwise the episode goes on.
@@ -147,7 +139,7 @@ impl Env for TextAdventureEnv {
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         lock(&self.game).play = None;
-        let tools = self.toolbox()?.specs();
+        let tools = self.tools.get()?.specs();
         let world = world_of(task)?;
         let state = world.initial();
         let text = format!("Goal: {}.\n{}", world.goal_text(), world.look(&state));
@@ -179,7 +171,7 @@ impl Env for TextAdventureEnv {
                 Err(why) => invalid_step(&why, HINT),
             });
         }
-        let toolbox = self.toolbox()?;
+        let toolbox = self.tools.get()?;
         let game = Arc::clone(&self.game);
         let (messages, info) =
             run_tool_calls(toolbox, &self.ctx, action, || lock(&game).solved()).await;
