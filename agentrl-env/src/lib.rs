@@ -48,6 +48,7 @@ pub mod arith_calc;
 pub mod code_fix;
 pub mod knowledge_search;
 mod local_server;
+mod locking;
 pub mod math_reasoning;
 pub mod maze;
 pub mod mix;

@@ -4,7 +4,7 @@
 //! argument type, non-JSON arguments, unknown tool) give the same error messages and
 //! invalid-action flags as every other tool.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use agentrl_core::{
     Env, Error, Message, Observation, Result, Step, Task, Tool, ToolContext, ToolError, ToolSpec,
@@ -15,6 +15,7 @@ use serde_json::json;
 use super::MAZE_ID;
 use super::grid::{Direction, Grid, Pos};
 use super::task::grid_of;
+use crate::locking::lock;
 use crate::session::{continue_step, final_step, require_tool_calls, run_tool_calls};
 use crate::tool_env::SessionTools;
 
@@ -33,13 +34,6 @@ impl MazeState {
     fn at_goal(&self) -> bool {
         self.maze.as_ref().is_some_and(|(g, p)| *p == g.goal)
     }
-}
-
-/// Locks `state`, recovering it if a holder panicked (the state is a plain position).
-fn lock(state: &Mutex<MazeState>) -> MutexGuard<'_, MazeState> {
-    state
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The `move` tool: moves the agent one cell, unless a wall is in the way.

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use super::NEGOTIATION_ID;
 use super::deal::{Seat, Table, split_text};
 use super::task::deal_of;
-use super::tools::{AcceptTool, ProposeTool, Shared, lock};
+use super::tools::{AcceptTool, ProposeTool, Shared};
+use crate::locking::lock;
 use crate::session::{continue_step, invalid_step, run_tool_calls, wrong_role};
 use crate::tool_env::SessionTools;
 

@@ -1,7 +1,7 @@
 //! The `strategy-game` session and its `drop` tool, which share the game behind a mutex: each
 //! drop is answered by the scripted opponent's move; a full column is an invalid action.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use agentrl_core::{
     Env, Error, Message, Observation, Result, SeededRng, Step, Task, Tool, ToolContext, ToolError,
@@ -14,6 +14,7 @@ use super::STRATEGY_GAME_ID;
 use super::board::{Board, Piece};
 use super::search::Opponent;
 use super::task::game_of;
+use crate::locking::lock;
 use crate::session::{continue_step, require_tool_calls, run_tool_calls};
 use crate::tool_env::SessionTools;
 
@@ -112,11 +113,6 @@ fn columns_text(board: &Board) -> String {
         .map(|c| (c + 1).to_string())
         .collect();
     free.join(", ")
-}
-
-/// Locks `play`, recovering it if a holder panicked.
-fn lock(play: &Mutex<Option<Play>>) -> MutexGuard<'_, Option<Play>> {
-    play.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The `drop` tool: drops the agent's piece into a column, then the opponent replies.

@@ -1,7 +1,7 @@
 //! The `text-adventure` session and its `act` tool, which share the world state behind a
 //! mutex. Commands may also be sent as plain text messages.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use agentrl_core::{
     Env, Error, Message, Observation, Result, Step, Task, Tool, ToolContext, ToolError, ToolSpec,
@@ -13,6 +13,7 @@ use super::TEXT_ADVENTURE_ID;
 use super::command::Command;
 use super::task::world_of;
 use super::world::{State, World};
+use crate::locking::lock;
 use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
 use crate::tool_env::SessionTools;
 
@@ -47,11 +48,6 @@ impl Game {
             reply
         })
     }
-}
-
-/// Locks `game`, recovering it if a holder panicked.
-fn lock(game: &Mutex<Game>) -> MutexGuard<'_, Game> {
-    game.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The `act` tool: runs one adventure command.

@@ -45,7 +45,8 @@ use axum::routing::{get, post};
 use tokio::task::JoinHandle;
 
 use super::http::{ApiError, ServiceHandle, Serving};
-use tables::{Shared, Tables, lock};
+use crate::locking::lock;
+use tables::{Shared, Tables};
 
 pub use registration::{
     HeartbeatRequest, HeartbeatResponse, RegisterRequest, RegisterResponse, RegistrationHandle,

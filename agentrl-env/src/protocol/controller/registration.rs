@@ -15,7 +15,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
-use super::tables::{Shared, Worker, lock};
+use super::tables::{Shared, Worker};
+use crate::locking::lock;
 use crate::protocol::ErrorBody;
 use crate::protocol::http::{ApiError, parse_body};
 

@@ -13,11 +13,13 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::tables::{Ended, Route, Shared, lock, pick, unreserve};
-use crate::protocol::http::{ApiError, parse_body, session_id};
+use super::tables::{Route, Shared, pick, unreserve};
+use crate::locking::lock;
+use crate::protocol::ended::Ended;
+use crate::protocol::http::{ApiError, indices_query, parse_body, session_id};
 use crate::protocol::{
     CancelResponse, IndicesQuery, SESSION_HEADER, SampleStatus, SessionInfo, StartSampleRequest,
-    WorkerInfo,
+    WorkerInfo, indices_route,
 };
 
 /// A worker's answer, passed on to the client as is.
@@ -82,38 +84,14 @@ pub(super) async fn get_indices(
     State(shared): State<Arc<Shared>>,
     query: std::result::Result<Query<IndicesQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let Query(query) = query.map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "invalid query ({}); expected ?name=ENV[&split=train|test]",
-                e.body_text()
-            ),
-        )
-    })?;
+    let query = indices_query(query)?;
     let (wid, base) = pick(&shared, &query.name, &[])?;
     unreserve(&shared, wid);
     let split = query.split.unwrap_or(Split::Test);
-    let url = format!(
-        "{base}/api/get_indices?name={}&split={split}",
-        encode(&query.name)
-    );
+    let url = format!("{base}{}", indices_route(&query.name, split));
     Ok(forward(&shared, reqwest::Method::GET, url, None, None)
         .await?
         .respond(None))
-}
-
-/// Percent-encodes a query value.
-fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 pub(super) async fn start_sample(

@@ -2,30 +2,28 @@
 //! the sweeps that drop silent workers and idle sessions and the pick of a worker for a new
 //! session.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::http::StatusCode;
 
 use super::ControllerConfig;
+use crate::locking::lock;
+use crate::protocol::SESSION_HEADER;
+use crate::protocol::ended::{Ended, EndedLog};
 use crate::protocol::http::ApiError;
-use crate::protocol::{SESSION_HEADER, SampleStatus};
-
-/// How many ended session ids the controller remembers, to say why a late request fails.
-const ENDED_MEMORY: usize = 65_536;
-
-/// Locks a std mutex, recovering the data if a holder panicked.
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// One registered worker.
 pub(super) struct Worker {
+    /// Base URL of its env server (`http://HOST:PORT`).
     pub(super) base: String,
+    /// Env ids it serves.
     pub(super) envs: Vec<String>,
+    /// Most sessions the controller sends it.
     pub(super) capacity: usize,
+    /// When it last registered or heartbeat.
     pub(super) last_beat: Instant,
     /// Sessions routed to it (including starts in flight).
     pub(super) load: usize,
@@ -33,53 +31,41 @@ pub(super) struct Worker {
 
 /// One routed session.
 pub(super) struct Route {
+    /// The worker that holds the session.
     pub(super) worker: u64,
+    /// The session's id on that worker.
     pub(super) remote_id: String,
+    /// Env id.
     pub(super) env: String,
+    /// Task id (`split:index`, or the custom task's id).
     pub(super) task_id: String,
+    /// Steps taken through the controller.
     pub(super) steps: u64,
+    /// When a request last used it.
     pub(super) last_used: Instant,
     /// Requests on it in flight (an in-use session never expires).
     pub(super) busy: usize,
 }
 
-/// Why a session is gone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Ended {
-    Finished(SampleStatus),
-    Cancelled,
-    Expired,
-    WorkerLost(String),
-}
-
 /// The mutable part of the controller.
 #[derive(Default)]
 pub(super) struct Tables {
+    /// Live workers by controller-side id.
     pub(super) workers: HashMap<u64, Worker>,
+    /// Routed sessions by controller-side session id.
     pub(super) sessions: HashMap<u64, Route>,
-    ended: HashMap<u64, Ended>,
-    ended_order: VecDeque<u64>,
+    /// Why recent sessions ended.
+    ended: EndedLog,
 }
 
 impl Tables {
-    fn record(&mut self, id: u64, why: Ended) {
-        if self.ended.insert(id, why).is_none() {
-            self.ended_order.push_back(id);
-        }
-        while self.ended_order.len() > ENDED_MEMORY {
-            if let Some(old) = self.ended_order.pop_front() {
-                self.ended.remove(&old);
-            }
-        }
-    }
-
     /// Forgets session `id` (if routed), releasing its worker's load.
     pub(super) fn end(&mut self, id: u64, why: Ended) -> Option<Route> {
         let route = self.sessions.remove(&id)?;
         if let Some(w) = self.workers.get_mut(&route.worker) {
             w.load = w.load.saturating_sub(1);
         }
-        self.record(id, why);
+        self.ended.record(id, why);
         Some(route)
     }
 
@@ -98,7 +84,7 @@ impl Tables {
         tracing::warn!(worker = wid, base = %worker.base, sessions = lost.len(), "{why}");
         for id in lost {
             self.sessions.remove(&id);
-            self.record(id, Ended::WorkerLost(reason.clone()));
+            self.ended.record(id, Ended::WorkerLost(reason.clone()));
         }
     }
 }
@@ -106,9 +92,13 @@ impl Tables {
 /// State shared by all handlers.
 pub(super) struct Shared {
     pub(super) config: ControllerConfig,
+    /// Client for requests to workers.
     pub(super) http: reqwest::Client,
+    /// Workers, sessions and ended sessions.
     pub(super) tables: Mutex<Tables>,
+    /// The next controller-side session id.
     pub(super) next_session: AtomicU64,
+    /// The next worker id.
     pub(super) next_worker: AtomicU64,
 }
 
@@ -160,28 +150,7 @@ impl Shared {
 
     /// The error for a request on session `id`, which is not routed.
     pub(super) fn gone(&self, id: u64) -> ApiError {
-        let why = lock(&self.tables).ended.get(&id).cloned();
-        match why {
-            Some(Ended::Finished(status)) => ApiError::new(
-                StatusCode::CONFLICT,
-                format!("session {id} already finished ({status}); start a new sample"),
-            ),
-            Some(Ended::Cancelled) => {
-                ApiError::new(StatusCode::NOT_FOUND, format!("session {id} was cancelled"))
-            }
-            Some(Ended::Expired) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "session {id} expired after {:.1} s idle",
-                    self.config.session_ttl.as_secs_f64()
-                ),
-            ),
-            Some(Ended::WorkerLost(reason)) => ApiError::new(
-                StatusCode::GONE,
-                format!("session {id} is gone: worker lost ({reason}); start a new sample"),
-            ),
-            None => ApiError::new(StatusCode::NOT_FOUND, format!("unknown session id {id}")),
-        }
+        lock(&self.tables).ended.gone(id, self.config.session_ttl)
     }
 
     /// Marks session `id` busy and returns its worker base and remote id.
