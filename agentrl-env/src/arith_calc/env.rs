@@ -1,13 +1,13 @@
 //! The `arith-calc` session: one episode of "compute this expression", with a calculator tool.
 
-use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task, ToolContext};
+use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task};
 use agentrl_tools::Calculator;
 use async_trait::async_trait;
 
 use super::ARITH_CALC_ID;
 use super::problem::ArithProblem;
 use crate::answer;
-use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::session::{continue_step, final_step, invalid_step, wrong_role};
 use crate::tool_env::SessionTools;
 
 /// Where the session stands.
@@ -28,7 +28,6 @@ enum State {
 /// tool calls is its final answer, whose last number must equal the expression's value.
 pub struct ArithCalcEnv {
     tools: SessionTools,
-    ctx: ToolContext,
     state: State,
 }
 
@@ -46,7 +45,6 @@ impl ArithCalcEnv {
         let tools = SessionTools::single(ARITH_CALC_ID, "calculator", Calculator);
         ArithCalcEnv {
             tools,
-            ctx: ToolContext::default(),
             state: State::Idle,
         }
     }
@@ -89,8 +87,7 @@ impl Env for ArithCalcEnv {
             return Ok(invalid_step(&reason, HINT));
         }
         if !action.tool_calls.is_empty() {
-            let (messages, info) =
-                run_tool_calls(self.tools.get()?, &self.ctx, action, || false).await;
+            let (messages, info) = self.tools.run(action, || false).await?;
             return Ok(continue_step(messages, info));
         }
         let text = action.text();

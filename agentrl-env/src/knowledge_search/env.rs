@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task, ToolContext};
+use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task};
 use agentrl_tools::{Search, SearchLimits, ToolBox, ToolLimits};
 use async_trait::async_trait;
 
 use super::corpus::Corpus;
 use super::task::Question;
 use super::{KNOWLEDGE_SEARCH_ID, answer_is_correct};
-use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::session::{continue_step, final_step, invalid_step, wrong_role};
 use crate::tool_env::SessionTools;
 
 /// What the agent is told after an unusable action.
@@ -41,7 +41,6 @@ enum State {
 /// final answer, compared with [`answer_is_correct`].
 pub struct KnowledgeSearchEnv {
     tools: SessionTools,
-    ctx: ToolContext,
     state: State,
 }
 
@@ -57,7 +56,6 @@ impl KnowledgeSearchEnv {
         let tools = SessionTools::new(KNOWLEDGE_SEARCH_ID, built);
         KnowledgeSearchEnv {
             tools,
-            ctx: ToolContext::default(),
             state: State::Idle,
         }
     }
@@ -108,8 +106,7 @@ impl Env for KnowledgeSearchEnv {
             return Ok(invalid_step(&reason, HINT));
         }
         if !action.tool_calls.is_empty() {
-            let (messages, info) =
-                run_tool_calls(self.tools.get()?, &self.ctx, action, || false).await;
+            let (messages, info) = self.tools.run(action, || false).await?;
             return Ok(continue_step(messages, info));
         }
         let text = action.text();

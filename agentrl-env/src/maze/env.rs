@@ -16,8 +16,8 @@ use super::MAZE_ID;
 use super::grid::{Direction, Grid, Pos};
 use super::task::grid_of;
 use crate::locking::lock;
-use crate::session::{continue_step, final_step, require_tool_calls, run_tool_calls};
-use crate::tool_env::SessionTools;
+use crate::session::{continue_step, final_step, require_tool_calls};
+use crate::tool_env::{SessionTools, single_arg_spec};
 
 /// What to do instead of a malformed action.
 const HINT: &str = "call the move tool with a direction";
@@ -46,15 +46,11 @@ pub struct MoveTool {
 impl Tool for MoveTool {
     fn spec(&self) -> ToolSpec {
         let names: Vec<&str> = Direction::ALL.iter().map(|d| d.name()).collect();
-        ToolSpec::function(
+        single_arg_spec(
             "move",
             "Move one cell in a direction.",
-            json!({
-                "type": "object",
-                "properties": { "direction": { "type": "string", "enum": names } },
-                "required": ["direction"],
-                "additionalProperties": false
-            }),
+            "direction",
+            json!({ "type": "string", "enum": names }),
         )
     }
 
@@ -100,7 +96,6 @@ impl Tool for MoveTool {
 pub struct MazeEnv {
     state: Arc<Mutex<MazeState>>,
     tools: SessionTools,
-    ctx: ToolContext,
 }
 
 impl Default for MazeEnv {
@@ -117,11 +112,7 @@ impl MazeEnv {
             state: Arc::clone(&state),
         };
         let tools = SessionTools::single(MAZE_ID, "move", move_tool);
-        MazeEnv {
-            state,
-            tools,
-            ctx: ToolContext::default(),
-        }
+        MazeEnv { state, tools }
     }
 }
 
@@ -154,10 +145,8 @@ impl Env for MazeEnv {
         if let Some(refused) = require_tool_calls(action, HINT) {
             return Ok(refused);
         }
-        let toolbox = self.tools.get()?;
         let state = Arc::clone(&self.state);
-        let (messages, info) =
-            run_tool_calls(toolbox, &self.ctx, action, || lock(&state).at_goal()).await;
+        let (messages, info) = self.tools.run(action, || lock(&state).at_goal()).await?;
         let mut state = lock(&self.state);
         if state.at_goal() {
             state.maze = None;

@@ -15,8 +15,8 @@ use super::board::{Board, Piece};
 use super::search::Opponent;
 use super::task::game_of;
 use crate::locking::lock;
-use crate::session::{continue_step, require_tool_calls, run_tool_calls};
-use crate::tool_env::SessionTools;
+use crate::session::{continue_step, require_tool_calls};
+use crate::tool_env::{SessionTools, single_arg_spec};
 
 /// What to do instead of a malformed action.
 const HINT: &str = "call the drop tool with a column from 1 to 7";
@@ -124,15 +124,11 @@ pub struct DropTool {
 #[async_trait]
 impl Tool for DropTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
+        single_arg_spec(
             "drop",
             "Drop your piece into a column (1 = leftmost, 7 = rightmost); the opponent replies.",
-            json!({
-                "type": "object",
-                "properties": { "column": { "type": "integer", "minimum": 1, "maximum": 7 } },
-                "required": ["column"],
-                "additionalProperties": false
-            }),
+            "column",
+            json!({ "type": "integer", "minimum": 1, "maximum": 7 }),
         )
     }
 
@@ -213,11 +209,9 @@ impl Env for StrategyGameEnv {
         if let Some(refused) = require_tool_calls(action, HINT) {
             return Ok(refused);
         }
-        let toolbox = self.tools.get()?;
         let play = Arc::clone(&self.play);
         let over = || lock(&play).as_ref().is_some_and(|p| p.outcome.is_some());
-        let (messages, mut info) =
-            run_tool_calls(toolbox, &ToolContext::default(), action, over).await;
+        let (messages, mut info) = self.tools.run(action, over).await?;
         let mut guard = lock(&self.play);
         let Some(outcome) = guard.as_ref().and_then(|p| p.outcome) else {
             return Ok(continue_step(messages, info));

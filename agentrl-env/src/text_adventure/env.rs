@@ -14,8 +14,8 @@ use super::command::Command;
 use super::task::world_of;
 use super::world::{State, World};
 use crate::locking::lock;
-use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
-use crate::tool_env::SessionTools;
+use crate::session::{continue_step, final_step, invalid_step, wrong_role};
+use crate::tool_env::{SessionTools, single_arg_spec};
 
 /// What to do instead of a malformed action.
 const HINT: &str = "send a command such as `go north` or `take key`";
@@ -59,15 +59,11 @@ pub struct ActTool {
 #[async_trait]
 impl Tool for ActTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
+        single_arg_spec(
             "act",
             "Run a command: go DIR, take X, drop X, open X, put X in Y, look, inventory.",
-            json!({
-                "type": "object",
-                "properties": { "command": { "type": "string" } },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
+            "command",
+            json!({ "type": "string" }),
         )
     }
 
@@ -91,7 +87,6 @@ impl Tool for ActTool {
 pub struct TextAdventureEnv {
     game: Arc<Mutex<Game>>,
     tools: SessionTools,
-    ctx: ToolContext,
 }
 
 impl Default for TextAdventureEnv {
@@ -108,11 +103,7 @@ impl TextAdventureEnv {
             game: Arc::clone(&game),
         };
         let tools = SessionTools::single(TEXT_ADVENTURE_ID, "act", act_tool);
-        TextAdventureEnv {
-            game,
-            tools,
-            ctx: ToolContext::default(),
-        }
+        TextAdventureEnv { game, tools }
     }
 
     /// The step after `messages`: final on success, otherwise the episode goes on.
@@ -167,10 +158,8 @@ impl Env for TextAdventureEnv {
                 Err(why) => invalid_step(&why, HINT),
             });
         }
-        let toolbox = self.tools.get()?;
         let game = Arc::clone(&self.game);
-        let (messages, info) =
-            run_tool_calls(toolbox, &self.ctx, action, || lock(&game).solved()).await;
+        let (messages, info) = self.tools.run(action, || lock(&game).solved()).await?;
         Ok(self.after(messages, info))
     }
 }
