@@ -14,17 +14,10 @@ use common::contract::{
     assert_seeds_differ, task_data, unparsable_call,
 };
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn reference_solver_books_the_right_room() {
+#[tokio::test]
+async fn reference_solver_books_the_right_room() {
     let factory = lookup("api-booking").unwrap();
-    runtime().block_on(assert_reference_solver(&*factory, 40, 95));
+    assert_reference_solver(&*factory, 40, 95).await;
 }
 
 #[test]

@@ -13,19 +13,11 @@ use common::contract::{
 
 const IDS: [&str; 3] = ["math-reasoning", "maze", "text-adventure"];
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn reference_solvers_solve_the_test_split() {
-    let rt = runtime();
+#[tokio::test]
+async fn reference_solvers_solve_the_test_split() {
     for id in IDS {
         let factory = lookup(id).unwrap();
-        rt.block_on(assert_reference_solver(&*factory, 100, 95));
+        assert_reference_solver(&*factory, 100, 95).await;
     }
 }
 

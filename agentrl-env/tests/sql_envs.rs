@@ -17,21 +17,12 @@ use common::contract::{
 
 const IDS: [&str; 2] = ["sql-analysis", "spreadsheet-ops"];
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn reference_solvers_solve_the_test_split() {
-    let rt = runtime();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_solvers_solve_the_test_split() {
     for id in IDS {
         let factory = lookup(id).unwrap();
         assert!(!factory.description().is_empty());
-        rt.block_on(assert_reference_solver(&*factory, 100, 95));
+        assert_reference_solver(&*factory, 100, 95).await;
     }
 }
 

@@ -12,17 +12,10 @@ use common::contract::{
     assert_same_tasks, assert_seeds_differ, task_data, unparsable_call,
 };
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn reference_solver_buys_the_right_product() {
+#[tokio::test]
+async fn reference_solver_buys_the_right_product() {
     let factory = lookup("web-shop").unwrap();
-    let episodes = runtime().block_on(assert_reference_solver(&*factory, 40, 95));
+    let episodes = assert_reference_solver(&*factory, 40, 95).await;
     let steps: usize = episodes.iter().map(|e| e.steps).sum();
     println!("web-shop reference solver: {steps} steps in all");
 }
