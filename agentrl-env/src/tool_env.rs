@@ -1,11 +1,13 @@
-//! The tool box of a tool-using env session: built when the session is made, and, should that
-//! fail, kept as the reason, reported as an env error when the session is used.
+//! Scaffolding of tool-using env sessions: the session's tool box (built when the session is
+//! made; should that fail, the reason is reported as an env error when the session is used),
+//! the spec of a one-argument tool, and the episode of an env where the agent calls tools and
+//! then gives one final answer.
 
-use agentrl_core::{Error, Message, Result, StepInfo, Tool, ToolContext, ToolSpec};
+use agentrl_core::{Error, Message, Result, Step, StepInfo, Tool, ToolContext, ToolSpec};
 use agentrl_tools::{ToolBox, ToolLimits};
 use serde_json::{Value, json};
 
-use crate::session::run_tool_calls;
+use crate::session::{continue_step, invalid_step, run_tool_calls, wrong_role};
 
 /// The spec of a function tool `name` that takes exactly one argument, `arg`, of JSON schema
 /// `schema` (no other argument is allowed).
@@ -66,4 +68,58 @@ impl SessionTools {
     ) -> Result<(Vec<Message>, StepInfo)> {
         Ok(run_tool_calls(self.get()?, &self.ctx, action, stop).await)
     }
+}
+
+/// Where a session of a "call tools, then give one final answer" env stands.
+#[derive(Debug)]
+pub(crate) enum AnswerEpisode<T> {
+    /// No episode started yet.
+    Idle,
+    /// An episode is in progress; its expected answer.
+    Running(T),
+    /// The agent gave its final answer.
+    Finished,
+}
+
+impl<T> AnswerEpisode<T> {
+    /// The expected answer of the episode in progress, or the env error for a step outside one.
+    pub(crate) fn expected(&self, env_id: &str) -> Result<&T> {
+        match self {
+            AnswerEpisode::Running(answer) => Ok(answer),
+            AnswerEpisode::Idle => Err(Error::env(env_id, "step called before reset")),
+            AnswerEpisode::Finished => Err(Error::env(
+                env_id,
+                "step called after the final answer; call reset first",
+            )),
+        }
+    }
+}
+
+/// What a "call tools, then give one final answer" env makes of an action.
+pub(crate) enum Reply<'a> {
+    /// The step to answer with: the action's tool calls ran, or it was unusable.
+    Step(Step),
+    /// The action is the final answer, with this text.
+    Answer(&'a str),
+}
+
+/// Runs the tool calls of `action` (the episode goes on), or takes its text as the final
+/// answer; a non-assistant or empty message is an invalid action answered with `hint`.
+pub(crate) async fn tools_or_answer<'a>(
+    tools: &SessionTools,
+    action: &'a Message,
+    hint: &str,
+) -> Result<Reply<'a>> {
+    if let Some(reason) = wrong_role(action) {
+        return Ok(Reply::Step(invalid_step(&reason, hint)));
+    }
+    if !action.tool_calls.is_empty() {
+        let (messages, info) = tools.run(action, || false).await?;
+        return Ok(Reply::Step(continue_step(messages, info)));
+    }
+    let text = action.text();
+    if text.trim().is_empty() {
+        return Ok(Reply::Step(invalid_step("empty message", hint)));
+    }
+    Ok(Reply::Answer(text))
 }

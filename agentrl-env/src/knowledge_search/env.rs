@@ -3,15 +3,15 @@
 
 use std::sync::Arc;
 
-use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task};
+use agentrl_core::{Env, Message, Observation, Result, Step, StepInfo, Task};
 use agentrl_tools::{Search, SearchLimits, ToolBox, ToolLimits};
 use async_trait::async_trait;
 
 use super::corpus::Corpus;
 use super::task::Question;
 use super::{KNOWLEDGE_SEARCH_ID, answer_is_correct};
-use crate::session::{continue_step, final_step, invalid_step, wrong_role};
-use crate::tool_env::SessionTools;
+use crate::session::final_step;
+use crate::tool_env::{AnswerEpisode, Reply, SessionTools, tools_or_answer};
 
 /// What the agent is told after an unusable action.
 const HINT: &str = "call the search tool or reply with the answer alone";
@@ -24,24 +24,14 @@ pub const SEARCH_LIMITS: SearchLimits = SearchLimits {
     max_output_chars: 1500,
 };
 
-/// Where the session stands.
-#[derive(Debug)]
-enum State {
-    /// No episode started yet.
-    Idle,
-    /// An episode is in progress; its expected answer.
-    Running { answer: String },
-    /// The agent gave its final answer.
-    Finished,
-}
-
 /// One `knowledge-search` session, without turn limit (the factory adds it).
 ///
 /// The agent sees the question and may call `search`; a message without tool calls is its
 /// final answer, compared with [`answer_is_correct`].
 pub struct KnowledgeSearchEnv {
     tools: SessionTools,
-    state: State,
+    /// The expected answer of the episode's question.
+    state: AnswerEpisode<String>,
 }
 
 impl KnowledgeSearchEnv {
@@ -56,7 +46,7 @@ impl KnowledgeSearchEnv {
         let tools = SessionTools::new(KNOWLEDGE_SEARCH_ID, built);
         KnowledgeSearchEnv {
             tools,
-            state: State::Idle,
+            state: AnswerEpisode::Idle,
         }
     }
 }
@@ -77,12 +67,10 @@ impl Env for KnowledgeSearchEnv {
     }
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
-        self.state = State::Idle;
+        self.state = AnswerEpisode::Idle;
         let tools = self.tools.get()?.specs();
         let question = Question::from_task(task)?;
-        self.state = State::Running {
-            answer: question.answer,
-        };
+        self.state = AnswerEpisode::Running(question.answer);
         Ok(Observation {
             messages: vec![Message::user(prompt(&question.question))],
             tools,
@@ -90,31 +78,14 @@ impl Env for KnowledgeSearchEnv {
     }
 
     async fn step(&mut self, action: &Message) -> Result<Step> {
-        let expected = match &self.state {
-            State::Running { answer } => answer.clone(),
-            State::Idle => {
-                return Err(Error::env(KNOWLEDGE_SEARCH_ID, "step called before reset"));
+        let expected = self.state.expected(KNOWLEDGE_SEARCH_ID)?.clone();
+        match tools_or_answer(&self.tools, action, HINT).await? {
+            Reply::Step(step) => Ok(step),
+            Reply::Answer(text) => {
+                let success = answer_is_correct(text, &expected);
+                self.state = AnswerEpisode::Finished;
+                Ok(final_step(Vec::new(), success, StepInfo::default()))
             }
-            State::Finished => {
-                return Err(Error::env(
-                    KNOWLEDGE_SEARCH_ID,
-                    "step called after the final answer; call reset first",
-                ));
-            }
-        };
-        if let Some(reason) = wrong_role(action) {
-            return Ok(invalid_step(&reason, HINT));
         }
-        if !action.tool_calls.is_empty() {
-            let (messages, info) = self.tools.run(action, || false).await?;
-            return Ok(continue_step(messages, info));
-        }
-        let text = action.text();
-        if text.trim().is_empty() {
-            return Ok(invalid_step("empty message", HINT));
-        }
-        let success = answer_is_correct(text, &expected);
-        self.state = State::Finished;
-        Ok(final_step(Vec::new(), success, StepInfo::default()))
     }
 }
