@@ -1,7 +1,8 @@
-//! Step-building helpers shared by the envs: error observations for malformed actions, final
-//! steps, role checks and running a message's tool calls through a [`ToolBox`].
+//! Helpers shared by the envs: error observations for malformed actions, final steps, role
+//! checks, running a message's tool calls through a [`ToolBox`], and the seeded draw and split
+//! rule of task generation.
 
-use agentrl_core::{Message, Role, Step, StepInfo, ToolContext};
+use agentrl_core::{Message, Role, SeededRng, Split, Step, StepInfo, ToolContext};
 use agentrl_tools::ToolBox;
 
 /// A step that answers an unusable action with an `error: ...` user message and lets the
@@ -53,6 +54,23 @@ pub(crate) fn wrong_role(action: &Message) -> Option<String> {
     Some(format!("message role is {name}, expected assistant"))
 }
 
+/// The invalid-action step for an action that must call a tool but is not an assistant message,
+/// is empty, or has no tool call; `None` when it calls tools.
+pub(crate) fn require_tool_calls(action: &Message, hint: &str) -> Option<Step> {
+    if let Some(reason) = wrong_role(action) {
+        return Some(invalid_step(&reason, hint));
+    }
+    if !action.tool_calls.is_empty() {
+        return None;
+    }
+    let reason = if action.text().trim().is_empty() {
+        "empty message"
+    } else {
+        "no tool call"
+    };
+    Some(invalid_step(reason, hint))
+}
+
 /// Dispatches every tool call of `action` in order, stopping early once `stop()` holds, and
 /// reports the tool messages with the call and error counts (malformed calls set
 /// `invalid_action`).
@@ -87,10 +105,29 @@ pub(crate) async fn run_tool_calls(
 
 /// Whether `split` is the test split under the shared rule: test iff the stable hash of the
 /// task's defining text is divisible by 5.
-pub(crate) fn split_of_text(text: &str) -> agentrl_core::Split {
+pub(crate) fn split_of_text(text: &str) -> Split {
     if agentrl_core::stable_hash(text).is_multiple_of(5) {
-        agentrl_core::Split::Test
+        Split::Test
     } else {
-        agentrl_core::Split::Train
+        Split::Train
+    }
+}
+
+/// Candidate `index` of `split` for generator `seed`: the first one `draw` accepts (answers
+/// `Some` for), each drawn from a fresh `SeededRng::from_parts(&[seed, split, index, attempt])`
+/// for attempt 0, 1, 2, ...
+pub(crate) fn draw_in_split<T>(
+    seed: u64,
+    split: Split,
+    index: u64,
+    mut draw: impl FnMut(&mut SeededRng) -> Option<T>,
+) -> T {
+    let mut attempt: u64 = 0;
+    loop {
+        let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
+        if let Some(found) = draw(&mut rng) {
+            return found;
+        }
+        attempt = attempt.wrapping_add(1);
     }
 }

@@ -1,37 +1,23 @@
 //! `api-booking`: the reference solver against the real local service, the checker, wrong-order
 //! API steps, malformed actions, session isolation, shutdown, determinism and splits.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
-use agentrl_core::{Env, Message, Split, Step, ToolCall};
-use agentrl_env::api_booking::{Booking, Desk, Status, check, world_of};
-use agentrl_env::{ApiBooking, EnvFactory, lookup, run_solver_episode};
+use agentrl_core::{Env, Message, Split, ToolCall};
+use agentrl_env::api_booking::{Booking, Desk, Status, World, check, world_of};
+use agentrl_env::{ApiBooking, lookup};
 use serde_json::{Value, json};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
+mod common;
+use common::contract::{
+    assert_all_invalid, assert_disjoint_splits, assert_reference_solver, assert_same_tasks,
+    assert_seeds_differ, task_data, unparsable_call,
+};
 
-#[test]
-fn reference_solver_books_the_right_room() {
-    let rt = runtime();
+#[tokio::test]
+async fn reference_solver_books_the_right_room() {
     let factory = lookup("api-booking").unwrap();
-    let mut solver = factory.solver(0);
-    let n = 40;
-    let solved = (0..n)
-        .filter(|&i| {
-            let task = factory.task(Split::Test, i);
-            rt.block_on(run_solver_episode(&*factory, &mut *solver, &task))
-                .unwrap()
-                .success
-        })
-        .count();
-    println!("api-booking reference solver: {solved}/{n}");
-    assert!(solved * 100 >= 95 * n as usize, "{solved}/{n}");
+    assert_reference_solver(&*factory, 40, 95).await;
 }
 
 #[test]
@@ -40,24 +26,9 @@ fn tasks_are_deterministic_seeded_and_split() {
         lookup("api-booking").unwrap(),
         lookup("api-booking").unwrap(),
     );
-    for i in 0..50 {
-        for split in [Split::Train, Split::Test] {
-            assert_eq!(a.task(split, i), b.task(split, i));
-        }
-    }
-    let (one, two) = (ApiBooking::new(1), ApiBooking::new(2));
-    let differing = (0..50)
-        .filter(|&i| one.task(Split::Train, i).data != two.task(Split::Train, i).data)
-        .count();
-    assert!(differing > 40, "{differing}");
-    let set = |split| -> HashSet<String> {
-        (0..500)
-            .map(|i| a.task(split, i).data.to_string())
-            .collect()
-    };
-    let (train, test) = (set(Split::Train), set(Split::Test));
-    assert!(train.is_disjoint(&test));
-    assert!(train.len() > 450 && test.len() > 450);
+    assert_same_tasks(&*a, &*b, &[Split::Train, Split::Test], 50);
+    assert_seeds_differ(&ApiBooking::new(1), &ApiBooking::new(2), 40);
+    assert_disjoint_splits(&*a, 500, task_data, 450, 450);
 }
 
 fn http(args: Value) -> Message {
@@ -83,6 +54,7 @@ async fn started(index: u64) -> (Box<dyn Env>, agentrl_core::Task, String) {
     (env, task, api)
 }
 
+/// Sends one `http` call (a valid action that does not end the episode); returns the answer.
 async fn send(env: &mut Box<dyn Env>, args: Value) -> String {
     let step = env.step(&http(args)).await.unwrap();
     assert!(
@@ -92,95 +64,65 @@ async fn send(env: &mut Box<dyn Env>, args: Value) -> String {
     step.messages[0].text().to_string()
 }
 
+/// `GET url`.
+async fn get(env: &mut Box<dyn Env>, url: String) -> String {
+    send(env, json!({ "url": url })).await
+}
+
+/// `METHOD url` without a body.
+async fn call(env: &mut Box<dyn Env>, method: &str, url: String) -> String {
+    send(env, json!({ "method": method, "url": url })).await
+}
+
+/// `POST api/bookings` with `body`.
+async fn book(env: &mut Box<dyn Env>, api: &str, body: Value) -> String {
+    let url = format!("{api}/bookings");
+    send(env, json!({"method": "POST", "url": url, "body": body})).await
+}
+
+/// The booking body for `room` at the requested slot, for the requesting guest.
+fn booking_for(world: &World, room: &str) -> Value {
+    let r = &world.request;
+    json!({"room_id": room, "day": r.day, "hour": r.hour, "guest": r.guest})
+}
+
+/// Asserts that the answer `out` has HTTP status `status` and contains `needle`.
+fn assert_answer(out: &str, status: u16, needle: &str) {
+    assert!(
+        out.starts_with(&format!("HTTP {status}")) && out.contains(needle),
+        "expected HTTP {status} with {needle:?}: {out}"
+    );
+}
+
 #[tokio::test]
 async fn steps_in_the_wrong_order_fail_with_4xx() {
     let (mut env, task, api) = started(0).await;
     let world = world_of(&task).unwrap();
     let r = &world.request;
-    let out = send(
-        &mut env,
-        json!({"method": "POST", "url": format!("{api}/bookings/B1/confirm")}),
-    )
-    .await;
-    assert!(
-        out.starts_with("HTTP 404") && out.contains("no booking"),
-        "{out}"
-    );
+    let confirm = format!("{api}/bookings/B1/confirm");
+    let out = call(&mut env, "POST", confirm.clone()).await;
+    assert_answer(&out, 404, "no booking");
     let taken = world.taken.first().unwrap();
     let body =
         json!({"room_id": taken.room, "day": taken.day, "hour": taken.hour, "guest": r.guest});
-    let out = send(
-        &mut env,
-        json!({"method": "POST", "url": format!("{api}/bookings"), "body": body}),
-    )
-    .await;
-    assert!(
-        out.starts_with("HTTP 409") && out.contains("not available"),
-        "{out}"
-    );
-    let out = send(
-        &mut env,
-        json!({"method": "POST", "url": format!("{api}/bookings"), "body": {"room": "R1"}}),
-    )
-    .await;
-    assert!(
-        out.starts_with("HTTP 400") && out.contains("room_id"),
-        "{out}"
-    );
+    assert_answer(&book(&mut env, &api, body).await, 409, "not available");
+    let out = book(&mut env, &api, json!({"room": "R1"})).await;
+    assert_answer(&out, 400, "room_id");
     let bad_day = json!({"room_id": "R1", "day": "Sun", "hour": 10, "guest": r.guest});
-    let out = send(
-        &mut env,
-        json!({"method": "POST", "url": format!("{api}/bookings"), "body": bad_day}),
-    )
-    .await;
-    assert!(out.starts_with("HTTP 422"), "{out}");
-    let out = send(
-        &mut env,
-        json!({"url": format!("{api}/availability?day=Tue")}),
-    )
-    .await;
-    assert!(out.starts_with("HTTP 400"), "{out}");
+    assert_answer(&book(&mut env, &api, bad_day).await, 422, "");
+    let out = get(&mut env, format!("{api}/availability?day=Tue")).await;
+    assert_answer(&out, 400, "");
 
     let room = world.answer().unwrap().id.clone();
-    let body = json!({"room_id": room, "day": r.day, "hour": r.hour, "guest": r.guest});
-    let out = send(
-        &mut env,
-        json!({"method": "POST", "url": format!("{api}/bookings"), "body": body.clone()}),
-    )
-    .await;
-    assert!(
-        out.starts_with("HTTP 201") && out.contains("\"B1\""),
-        "{out}"
-    );
-    let out = send(
-        &mut env,
-        json!({"method": "POST", "url": format!("{api}/bookings"), "body": body}),
-    )
-    .await;
+    let body = booking_for(&world, &room);
+    assert_answer(&book(&mut env, &api, body.clone()).await, 201, "\"B1\"");
+    let out = book(&mut env, &api, body).await;
     assert!(out.starts_with("HTTP 409"), "the slot is now held: {out}");
-    let out = send(
-        &mut env,
-        json!({"method": "DELETE", "url": format!("{api}/bookings/B1")}),
-    )
-    .await;
-    assert!(
-        out.starts_with("HTTP 200") && out.contains("cancelled"),
-        "{out}"
-    );
-    let out = send(
-        &mut env,
-        json!({"method": "POST", "url": format!("{api}/bookings/B1/confirm")}),
-    )
-    .await;
-    assert!(
-        out.starts_with("HTTP 409") && out.contains("cancelled"),
-        "{out}"
-    );
-    let out = send(
-        &mut env,
-        json!({"url": format!("{api}/availability?day={}&hour={}", r.day, r.hour)}),
-    )
-    .await;
+    let out = call(&mut env, "DELETE", format!("{api}/bookings/B1")).await;
+    assert_answer(&out, 200, "cancelled");
+    assert_answer(&call(&mut env, "POST", confirm).await, 409, "cancelled");
+    let availability = format!("{api}/availability?day={}&hour={}", r.day, r.hour);
+    let out = get(&mut env, availability).await;
     assert!(
         out.contains(&format!("\"{room}\"")),
         "cancelling frees the slot: {out}"
@@ -211,21 +153,9 @@ async fn confirming_a_wrong_room_fails_and_the_right_one_succeeds() {
                 .find(|id| *id != answer && free(id))
                 .unwrap()
         };
-        let body = json!({"room_id": room, "day": r.day, "hour": r.hour, "guest": r.guest});
-        send(
-            &mut env,
-            json!({"method": "POST", "url": format!("{api}/bookings"), "body": body}),
-        )
-        .await;
-        let out = send(
-            &mut env,
-            json!({"method": "POST", "url": format!("{api}/bookings/B1/confirm")}),
-        )
-        .await;
-        assert!(
-            out.starts_with("HTTP 200") && out.contains("confirmed"),
-            "{out}"
-        );
+        book(&mut env, &api, booking_for(&world, &room)).await;
+        let out = call(&mut env, "POST", format!("{api}/bookings/B1/confirm")).await;
+        assert_answer(&out, 200, "confirmed");
         let end = env.step(&Message::assistant("booked")).await.unwrap();
         assert_eq!(end.info.success, Some(right));
     }
@@ -273,24 +203,11 @@ fn checker_needs_exactly_the_right_confirmed_booking() {
     assert!(!check(&desk(vec![wrong_guest])));
 }
 
-fn assert_invalid(step: &Step) {
-    assert!(
-        step.info.invalid_action.is_some() && !step.done(),
-        "{step:?}"
-    );
-    assert!(
-        step.messages.iter().any(|m| m.text().contains("error")),
-        "{step:?}"
-    );
-}
-
 #[tokio::test]
 async fn malformed_actions_get_error_observations() {
     let (mut env, _, api) = started(1).await;
-    let mut raw = ToolCall::new("c1", "http", &json!({}));
-    raw.function.arguments = "{not json".into();
     let actions = [
-        Message::assistant_tool_calls(None, vec![raw]),
+        unparsable_call("http"),
         Message::assistant_tool_calls(None, vec![ToolCall::new("c1", "book", &json!({}))]),
         http(json!({"method": "GET"})),
         http(json!({"url": "http://example.invalid/api/rooms"})),
@@ -299,15 +216,15 @@ async fn malformed_actions_get_error_observations() {
         Message::assistant("  "),
         Message::user("hello"),
     ];
-    for action in &actions {
-        assert_invalid(&env.step(action).await.unwrap());
-    }
+    assert_all_invalid(&mut env, &actions).await;
     // The episode goes on after all of them.
-    assert!(
-        send(&mut env, json!({"url": format!("{api}/rooms")}))
-            .await
-            .starts_with("HTTP 200")
-    );
+    assert_answer(&get(&mut env, format!("{api}/rooms")).await, 200, "");
+}
+
+/// The bookings list of the service at `api`, fetched directly (not through an env).
+async fn bookings(client: &reqwest::Client, api: &str) -> Value {
+    let answer = client.get(format!("{api}/bookings")).send().await.unwrap();
+    answer.json().await.unwrap()
 }
 
 #[tokio::test]
@@ -315,23 +232,11 @@ async fn sessions_do_not_share_state_and_services_stop_when_dropped() {
     let (mut one, task, api_one) = started(2).await;
     let (two, _, api_two) = started(2).await;
     assert_ne!(api_one, api_two);
-    let r = world_of(&task).unwrap().request;
-    let room = world_of(&task).unwrap().answer().unwrap().id.clone();
-    let body = json!({"room_id": room, "day": r.day, "hour": r.hour, "guest": r.guest});
-    send(
-        &mut one,
-        json!({"method": "POST", "url": format!("{api_one}/bookings"), "body": body}),
-    )
-    .await;
+    let world = world_of(&task).unwrap();
+    let room = world.answer().unwrap().id.clone();
+    book(&mut one, &api_one, booking_for(&world, &room)).await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let listed: Value = client
-        .get(format!("{api_two}/bookings"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = bookings(&client, &api_two).await;
     assert_eq!(listed, json!({"bookings": []}));
     drop(two);
     let mut refused = false;
@@ -343,34 +248,22 @@ async fn sessions_do_not_share_state_and_services_stop_when_dropped() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(refused, "the dropped session's service still answers");
-    let listed: Value = client
-        .get(format!("{api_one}/bookings"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = bookings(&client, &api_one).await;
     assert_eq!(listed["bookings"].as_array().unwrap().len(), 1);
 }
 
 #[tokio::test]
 async fn a_second_episode_in_a_session_starts_clean() {
     let (mut env, task, api) = started(4).await;
-    let r = world_of(&task).unwrap().request;
-    let room = world_of(&task).unwrap().answer().unwrap().id.clone();
-    let body = json!({"room_id": room, "day": r.day, "hour": r.hour, "guest": r.guest});
-    send(
-        &mut env,
-        json!({"method": "POST", "url": format!("{api}/bookings"), "body": body}),
-    )
-    .await;
+    let world = world_of(&task).unwrap();
+    let room = world.answer().unwrap().id.clone();
+    book(&mut env, &api, booking_for(&world, &room)).await;
     let factory = lookup("api-booking").unwrap();
     let obs = env.reset(&factory.task(Split::Test, 5)).await.unwrap();
     assert!(
         obs.messages[0].text().contains(&api),
         "the service is reused"
     );
-    let out = send(&mut env, json!({"url": format!("{api}/bookings")})).await;
+    let out = get(&mut env, format!("{api}/bookings")).await;
     assert_eq!(out, "HTTP 200 OK\n{\"bookings\":[]}");
 }

@@ -1,19 +1,16 @@
 //! Task generation of `arith-calc`: determinism, split disjointness and data shape.
 
-use std::collections::HashSet;
-
 use agentrl_core::Split;
 use agentrl_env::{ArithCalc, EnvFactory, lookup};
+
+mod common;
+use common::contract::{assert_disjoint_splits, assert_same_tasks, assert_seeds_differ};
 
 #[test]
 fn same_seed_gives_identical_tasks() {
     let a = ArithCalc::new(42);
     let b = ArithCalc::new(42);
-    for index in 0..200 {
-        for split in [Split::Train, Split::Test] {
-            assert_eq!(a.task(split, index), b.task(split, index));
-        }
-    }
+    assert_same_tasks(&a, &b, &[Split::Train, Split::Test], 200);
     let default = lookup("arith-calc").unwrap();
     assert_eq!(
         default.task(Split::Test, 5),
@@ -23,30 +20,14 @@ fn same_seed_gives_identical_tasks() {
 
 #[test]
 fn different_seeds_give_different_task_sets() {
-    let a = ArithCalc::new(1);
-    let b = ArithCalc::new(2);
-    let differing = (0..50)
-        .filter(|&i| a.task(Split::Train, i).data != b.task(Split::Train, i).data)
-        .count();
-    assert!(differing > 40, "only {differing} of 50 tasks differ");
+    assert_seeds_differ(&ArithCalc::new(1), &ArithCalc::new(2), 40);
 }
 
 #[test]
 fn train_and_test_are_disjoint() {
-    let factory = ArithCalc::default();
-    let expressions = |split| -> HashSet<String> {
-        (0..2000)
-            .map(|i| {
-                let task = factory.task(split, i);
-                assert_eq!(task.split, split);
-                task.data["expression"].as_str().unwrap().to_string()
-            })
-            .collect()
-    };
-    let train = expressions(Split::Train);
-    let test = expressions(Split::Test);
-    assert!(train.len() > 1900 && test.len() > 1900);
-    assert!(train.is_disjoint(&test));
+    let expression =
+        |task: &agentrl_core::Task| task.data["expression"].as_str().unwrap().to_string();
+    assert_disjoint_splits(&ArithCalc::default(), 2000, expression, 1900, 1900);
 }
 
 #[test]

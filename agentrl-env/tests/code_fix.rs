@@ -5,20 +5,14 @@ use std::collections::HashSet;
 
 use agentrl_core::{Env, Message, Split, Step, ToolCall};
 use agentrl_env::code_fix::{apply_fixes, project_of};
-use agentrl_env::{CodeFix, EnvFactory, lookup, run_solver_episode};
+use agentrl_env::{CodeFix, EnvFactory, lookup};
 use serde_json::json;
 
-/// Fails the test with a clear message when bubblewrap is not installed.
-fn require_bwrap() {
-    let ok = std::process::Command::new("bwrap")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "these tests need bubblewrap (`bwrap`) in PATH; install it (e.g. apt-get install bubblewrap)"
-    );
-}
+mod common;
+use common::contract::{
+    assert_all_invalid, assert_disjoint_splits, assert_reference_solver, assert_same_tasks,
+    require_bwrap, task_data, unparsable_call,
+};
 
 fn call(name: &str, args: serde_json::Value) -> Message {
     Message::assistant_tool_calls(None, vec![ToolCall::new("c1", name, &args)])
@@ -34,22 +28,7 @@ async fn finish(env: &mut Box<dyn Env>) -> Step {
 async fn reference_solver_passes_every_test() {
     require_bwrap();
     let factory = lookup("code-fix").unwrap();
-    let mut solver = factory.solver(0);
-    let tasks = 30;
-    let mut solved = 0;
-    for i in 0..tasks {
-        let task = factory.task(Split::Test, i);
-        let episode = run_solver_episode(&*factory, &mut *solver, &task)
-            .await
-            .unwrap();
-        if episode.success {
-            solved += 1;
-        } else {
-            eprintln!("unsolved {}: {:?}", task.id, episode.messages);
-        }
-    }
-    println!("code-fix reference solver: {solved}/{tasks}");
-    assert!(solved * 100 >= tasks * 95, "{solved}/{tasks}");
+    assert_reference_solver(&*factory, 30, 95).await;
 }
 
 #[tokio::test]
@@ -117,9 +96,9 @@ async fn editing_the_tests_does_not_count_and_broken_code_scores_zero() {
 #[test]
 fn tasks_are_deterministic_disjoint_and_bugs_are_unique_lines() {
     let (a, b) = (CodeFix::new(2), CodeFix::new(2));
+    assert_same_tasks(&a, &b, &[Split::Test], 300);
     for i in 0..300 {
         let task = a.task(Split::Test, i);
-        assert_eq!(task, b.task(Split::Test, i));
         let project = project_of(&task).unwrap();
         assert!((1..=2).contains(&project.bugs.len()));
         let source = &project.files[&project.module_file()];
@@ -128,14 +107,7 @@ fn tasks_are_deterministic_disjoint_and_bugs_are_unique_lines() {
             assert_eq!(count, 1, "{}: {bug:?}", task.id);
         }
     }
-    let set = |split| -> HashSet<String> {
-        (0..500)
-            .map(|i| a.task(split, i).data.to_string())
-            .collect()
-    };
-    let (train, test) = (set(Split::Train), set(Split::Test));
-    assert!(train.is_disjoint(&test));
-    assert!(train.len() > 450 && test.len() > 450);
+    assert_disjoint_splits(&a, 500, task_data, 450, 450);
 }
 
 #[tokio::test]
@@ -144,24 +116,15 @@ async fn malformed_actions_get_error_observations() {
     let factory = lookup("code-fix").unwrap();
     let mut env = factory.make();
     env.reset(&factory.task(Split::Test, 0)).await.unwrap();
-    let mut raw = ToolCall::new("c1", "write_file", &json!({}));
-    raw.function.arguments = "{not json".into();
     let actions = [
-        Message::assistant_tool_calls(None, vec![raw]),
+        unparsable_call("write_file"),
         call("no_such_tool", json!({})),
         call("write_file", json!({"path": "x.py"})),
         call("read_file", json!({"path": "/etc/passwd"})),
         Message::assistant(""),
         Message::system("hi"),
     ];
-    for action in &actions {
-        let step = env.step(action).await.unwrap();
-        assert!(!step.done(), "{step:?}");
-        assert!(
-            step.messages.iter().any(|m| m.text().contains("error")),
-            "{step:?}"
-        );
-    }
+    assert_all_invalid(&mut env, &actions).await;
     let step = env
         .step(&call(
             "shell",

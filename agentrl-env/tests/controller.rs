@@ -4,12 +4,13 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentrl_core::{Env, Message, Split, Task};
 use agentrl_env::protocol::{
-    ControllerConfig, ControllerHandle, RegistrationHandle, RemoteEnv, RemoteEnvFactory,
-    ServerConfig, ServerHandle, WorkerRegistration, register_worker, serve, serve_controller,
+    ControllerConfig, ControllerHandle, ProtocolClient, RegistrationHandle, RemoteEnv,
+    RemoteEnvFactory, ServerConfig, ServerHandle, StartSampleRequest, WorkerRegistration,
+    register_worker, serve, serve_controller,
 };
 use agentrl_env::{EnvFactory, lookup, run_solver_episode};
 use serde_json::{Value, json};
@@ -23,14 +24,19 @@ struct TestWorker {
     registration: RegistrationHandle,
 }
 
-async fn worker(ctl: SocketAddr, token: Option<&str>) -> TestWorker {
-    let (addr, server) = serve(
+/// An arith-calc env server on a free port, not registered anywhere.
+async fn arith_server() -> (SocketAddr, ServerHandle) {
+    serve(
         loopback(),
         vec![lookup("arith-calc").unwrap()],
         ServerConfig::default(),
     )
     .await
-    .unwrap();
+    .unwrap()
+}
+
+async fn worker(ctl: SocketAddr, token: Option<&str>) -> TestWorker {
+    let (addr, server) = arith_server().await;
     let registration = register_worker(
         WorkerRegistration {
             controller: format!("http://{ctl}"),
@@ -52,6 +58,50 @@ async fn worker(ctl: SocketAddr, token: Option<&str>) -> TestWorker {
 
 async fn controller(config: ControllerConfig) -> (SocketAddr, ControllerHandle) {
     serve_controller(loopback(), config).await.unwrap()
+}
+
+/// A controller that drops a worker after 1.5 s without a heartbeat.
+async fn controller_with_short_heartbeat() -> (SocketAddr, ControllerHandle) {
+    controller(ControllerConfig {
+        heartbeat_timeout: Duration::from_millis(1500),
+        ..ControllerConfig::default()
+    })
+    .await
+}
+
+/// `n` arith-calc sessions through the controller at `ctl`, on test tasks `0..n`.
+async fn open_sessions(ctl: SocketAddr, n: u64) -> Vec<RemoteEnv> {
+    let mut open = Vec::new();
+    for index in 0..n {
+        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
+        env.reset_index(Split::Test, index).await.unwrap();
+        open.push(env);
+    }
+    open
+}
+
+/// Starts a session on arith-calc test task `index` by the client's `start_sample`; returns
+/// its session id.
+async fn start_sample(c: &ProtocolClient, index: u64, split: Option<Split>) -> String {
+    let request = StartSampleRequest {
+        name: "arith-calc".into(),
+        index: Some(index),
+        split,
+        custom_task: None,
+    };
+    c.start_sample(&request).await.unwrap().0
+}
+
+/// A raw `start_sample` for arith-calc task 0 (with `token`, if any).
+async fn raw_start(ctl: SocketAddr, token: Option<&str>) -> (u16, Value) {
+    raw(
+        reqwest::Method::POST,
+        format!("http://{ctl}/api/start_sample"),
+        None,
+        token,
+        Some(json!({"name": "arith-calc", "index": 0})),
+    )
+    .await
 }
 
 /// The answer of task `task` as a final assistant message.
@@ -96,12 +146,7 @@ async fn expert_plays_through_the_controller_and_sessions_spread() {
     assert_eq!(handle.controller().session_count(), 0);
 
     // Ten open sessions: five on each worker (least loaded first).
-    let mut open = Vec::new();
-    for index in 0..10 {
-        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
-        env.reset_index(Split::Test, index).await.unwrap();
-        open.push(env);
-    }
+    let open = open_sessions(ctl, 10).await;
     assert_eq!(a.server.server().session_count(), 5);
     assert_eq!(b.server.server().session_count(), 5);
     let loads = handle.controller().loads();
@@ -119,27 +164,14 @@ async fn expert_plays_through_the_controller_and_sessions_spread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_worker_is_removed_and_its_sessions_answer_worker_lost() {
-    let config = ControllerConfig {
-        heartbeat_timeout: Duration::from_millis(1500),
-        ..ControllerConfig::default()
-    };
-    let (ctl, handle) = controller(config).await;
+    let (ctl, handle) = controller_with_short_heartbeat().await;
     let a = worker(ctl, None).await;
     let b = worker(ctl, None).await;
     let base = format!("http://{ctl}");
     let local = lookup("arith-calc").unwrap();
     let mut sessions = Vec::new();
     for index in 0..4u64 {
-        let c = client(ctl);
-        let (sid, _) = c
-            .start_sample(&agentrl_env::protocol::StartSampleRequest {
-                name: "arith-calc".into(),
-                index: Some(index),
-                split: Some(Split::Test),
-                custom_task: None,
-            })
-            .await
-            .unwrap();
+        let sid = start_sample(&client(ctl), index, Some(Split::Test)).await;
         sessions.push((sid, local.task(Split::Test, index)));
     }
     assert_eq!(a.server.server().session_count(), 2);
@@ -174,12 +206,7 @@ async fn a_silent_worker_is_removed_and_its_sessions_answer_worker_lost() {
     assert_eq!((lost, finished), (2, 2));
     // Lost sessions are forgotten, and new sessions all go to B.
     assert_eq!(handle.controller().session_count(), 0);
-    let mut open = Vec::new();
-    for index in 0..3 {
-        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
-        env.reset_index(Split::Test, index).await.unwrap();
-        open.push(env);
-    }
+    let open = open_sessions(ctl, 3).await;
     let workers = client(ctl).list_workers().await.unwrap();
     assert_eq!(workers.len(), 1);
     assert_eq!(a.server.server().session_count(), 2, "nothing new on A");
@@ -194,11 +221,7 @@ async fn a_silent_worker_is_removed_and_its_sessions_answer_worker_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_sessions_avoid_a_silent_worker() {
-    let config = ControllerConfig {
-        heartbeat_timeout: Duration::from_millis(1500),
-        ..ControllerConfig::default()
-    };
-    let (ctl, handle) = controller(config).await;
+    let (ctl, handle) = controller_with_short_heartbeat().await;
     let a = worker(ctl, None).await;
     let b = worker(ctl, None).await;
     a.registration.stop();
@@ -206,25 +229,13 @@ async fn new_sessions_avoid_a_silent_worker() {
         handle.controller().worker_count() == 1
     })
     .await;
-    let mut open = Vec::new();
-    for index in 0..4 {
-        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
-        env.reset_index(Split::Test, index).await.unwrap();
-        open.push(env);
-    }
+    let mut open = open_sessions(ctl, 4).await;
     assert_eq!(a.server.server().session_count(), 0);
     assert_eq!(b.server.server().session_count(), 4);
     // Once B stops too, there is no worker: 503 with a message.
     b.registration.stop();
     wait_until("both removed", || handle.controller().worker_count() == 0).await;
-    let answer = raw(
-        reqwest::Method::POST,
-        format!("http://{ctl}/api/start_sample"),
-        None,
-        None,
-        Some(json!({"name": "arith-calc", "index": 0})),
-    )
-    .await;
+    let answer = raw_start(ctl, None).await;
     assert_error(&answer, 503, "no live worker");
     let mut env = open.pop().unwrap();
     let err = env.step(&Message::assistant("1")).await.unwrap_err();
@@ -257,15 +268,7 @@ async fn idle_sessions_expire_and_cancel_works() {
 
     // Cancel: the session is gone on the controller and on the worker.
     let local = lookup("arith-calc").unwrap();
-    let (sid, _) = c
-        .start_sample(&agentrl_env::protocol::StartSampleRequest {
-            name: "arith-calc".into(),
-            index: Some(3),
-            split: None,
-            custom_task: None,
-        })
-        .await
-        .unwrap();
+    let sid = start_sample(&c, 3, None).await;
     assert_eq!(w.server.server().session_count(), 1);
     let answer = c.cancel("arith-calc", &sid).await.unwrap();
     assert_eq!(answer.session_id, sid);
@@ -304,59 +307,32 @@ async fn the_token_is_required_everywhere() {
     };
     let (ctl, handle) = controller(config).await;
     let base = format!("http://{ctl}");
-    let register = json!({"address": "127.0.0.1:1", "envs": ["arith-calc"]});
+    let (get, post) = (reqwest::Method::GET, reqwest::Method::POST);
+    let requests = [
+        (
+            &post,
+            "register",
+            Some(json!({"address": "127.0.0.1:1", "envs": ["arith-calc"]})),
+        ),
+        (&post, "heartbeat", Some(json!({"worker_id": "worker-1"}))),
+        (&get, "list_workers", None),
+        (&get, "list_sessions", None),
+        (&get, "get_indices?name=arith-calc", None),
+        (
+            &post,
+            "start_sample",
+            Some(json!({"name": "arith-calc", "index": 0})),
+        ),
+    ];
     for token in [None, Some("wrong")] {
-        let answer = raw(
-            reqwest::Method::POST,
-            format!("{base}/api/register"),
-            None,
-            token,
-            Some(register.clone()),
-        )
-        .await;
-        assert_error(&answer, 401, "");
-        let answer = raw(
-            reqwest::Method::POST,
-            format!("{base}/api/heartbeat"),
-            None,
-            token,
-            Some(json!({"worker_id": "worker-1"})),
-        )
-        .await;
-        assert_error(&answer, 401, "");
-        for route in [
-            "list_workers",
-            "list_sessions",
-            "get_indices?name=arith-calc",
-        ] {
-            let answer = raw(
-                reqwest::Method::GET,
-                format!("{base}/api/{route}"),
-                None,
-                token,
-                None,
-            )
-            .await;
+        for (method, route, body) in &requests {
+            let url = format!("{base}/api/{route}");
+            let answer = raw((*method).clone(), url, None, token, body.clone()).await;
             assert_error(&answer, 401, "");
         }
-        let answer = raw(
-            reqwest::Method::POST,
-            format!("{base}/api/start_sample"),
-            None,
-            token,
-            Some(json!({"name": "arith-calc", "index": 0})),
-        )
-        .await;
-        assert_error(&answer, 401, "");
     }
     // A worker without the token cannot join; with it, it can.
-    let (addr, server) = serve(
-        loopback(),
-        vec![lookup("arith-calc").unwrap()],
-        ServerConfig::default(),
-    )
-    .await
-    .unwrap();
+    let (addr, server) = arith_server().await;
     let mut reg = WorkerRegistration {
         controller: base.clone(),
         address: addr.to_string(),
@@ -421,53 +397,24 @@ async fn bad_worker_requests_get_json_4xx_and_a_forgotten_worker_registers_again
             Some(body),
         )
     };
-    assert_error(
-        &post(
-            "api/register",
-            json!({"address": "", "envs": ["arith-calc"]}),
-        )
-        .await,
-        422,
-        "address",
-    );
-    assert_error(
-        &post(
-            "api/register",
-            json!({"address": "127.0.0.1:1", "envs": []}),
-        )
-        .await,
-        422,
-        "env",
-    );
-    assert_error(
-        &post("api/register", json!({"address": "127.0.0.1:1"})).await,
-        422,
-        "envs",
-    );
-    assert_error(
-        &post(
-            "api/register",
+    for (body, needle) in [
+        (json!({"address": "", "envs": ["arith-calc"]}), "address"),
+        (json!({"address": "127.0.0.1:1", "envs": []}), "env"),
+        (json!({"address": "127.0.0.1:1"}), "envs"),
+        (
             json!({"address": "127.0.0.1:1", "envs": ["x"], "capacity": 0}),
-        )
-        .await,
-        422,
-        "capacity",
-    );
+            "capacity",
+        ),
+    ] {
+        assert_error(&post("api/register", body).await, 422, needle);
+    }
     assert_error(
         &post("api/heartbeat", json!({"worker_id": "worker-99"})).await,
         404,
         "register again",
     );
     assert_error(&post("api/nope", json!({})).await, 404, "no such route");
-    assert_error(
-        &post(
-            "api/start_sample",
-            json!({"name": "arith-calc", "index": 0}),
-        )
-        .await,
-        503,
-        "no live worker",
-    );
+    assert_error(&raw_start(ctl, None).await, 503, "no live worker");
 
     // The worker restarts at the same address: the controller drops the old registration, and
     // the old registration's heartbeat task registers again under a new id.
@@ -489,16 +436,12 @@ async fn bad_worker_requests_get_json_4xx_and_a_forgotten_worker_registers_again
     assert_eq!(again.0, 200, "{again:?}");
     let err = env.step(&Message::assistant("1")).await.unwrap_err();
     assert!(err.to_string().contains("410"), "{err}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while w.registration.worker_id() == first
-        || w.registration.worker_id() == again.1["worker_id"].as_str().unwrap()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the worker never registered again"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let restarted_id = again.1["worker_id"].as_str().unwrap();
+    wait_until("the worker registered again", || {
+        let id = w.registration.worker_id();
+        id != first && id != restarted_id
+    })
+    .await;
     assert_eq!(handle.controller().worker_count(), 1);
     handle.shutdown().await.unwrap();
 }
@@ -527,12 +470,7 @@ async fn new_sessions_skip_a_worker_that_cannot_be_reached() {
     // Registered first, so with equal loads it is the first choice.
     register_dead_worker(ctl).await;
     let live = worker(ctl, None).await;
-    let mut open = Vec::new();
-    for index in 0..3 {
-        let mut env = RemoteEnv::new(client(ctl), "arith-calc");
-        env.reset_index(Split::Test, index).await.unwrap();
-        open.push(env);
-    }
+    let open = open_sessions(ctl, 3).await;
     assert_eq!(live.server.server().session_count(), 3);
     assert_eq!(handle.controller().session_count(), 3);
     drop(open);
@@ -544,14 +482,7 @@ async fn only_unreachable_workers_give_502_with_the_reason() {
     let (ctl, handle) = controller(ControllerConfig::default()).await;
     register_dead_worker(ctl).await;
     register_dead_worker(ctl).await;
-    let answer = raw(
-        reqwest::Method::POST,
-        format!("http://{ctl}/api/start_sample"),
-        None,
-        None,
-        Some(json!({"name": "arith-calc", "index": 0})),
-    )
-    .await;
+    let answer = raw_start(ctl, None).await;
     assert_error(
         &answer,
         502,

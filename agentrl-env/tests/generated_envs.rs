@@ -1,36 +1,23 @@
 //! `math-reasoning`, `maze` and `text-adventure`: reference solvers, checkers, determinism,
 //! split disjointness and malformed actions.
 
-use std::collections::HashSet;
-
-use agentrl_core::{Env, Message, Split, Step, Task, ToolCall};
-use agentrl_env::{EnvFactory, lookup, run_solver_episode};
+use agentrl_core::{Env, Message, Split, Task};
+use agentrl_env::lookup;
 use serde_json::json;
+
+mod common;
+use common::contract::{
+    assert_disjoint_splits, assert_invalid, assert_reference_solver, assert_same_tasks,
+    assert_seeds_differ, raw_call, task_data, unparsable_call,
+};
 
 const IDS: [&str; 3] = ["math-reasoning", "maze", "text-adventure"];
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn reference_solvers_solve_the_test_split() {
-    let rt = runtime();
+#[tokio::test]
+async fn reference_solvers_solve_the_test_split() {
     for id in IDS {
         let factory = lookup(id).unwrap();
-        let mut solver = factory.solver(0);
-        let solved = (0..100)
-            .filter(|&i| {
-                let task = factory.task(Split::Test, i);
-                rt.block_on(run_solver_episode(&*factory, &mut *solver, &task))
-                    .unwrap()
-                    .success
-            })
-            .count();
-        assert!(solved >= 95, "{id}: {solved}/100");
+        assert_reference_solver(&*factory, 100, 95).await;
     }
 }
 
@@ -38,55 +25,22 @@ fn reference_solvers_solve_the_test_split() {
 fn same_seed_gives_identical_tasks() {
     for id in IDS {
         let (a, b) = (lookup(id).unwrap(), lookup(id).unwrap());
-        for index in 0..100 {
-            for split in [Split::Train, Split::Test] {
-                let task = a.task(split, index);
-                assert_eq!(task, b.task(split, index), "{id}");
-                assert_eq!((task.env_id.as_str(), task.split), (id, split));
-            }
-        }
+        assert_same_tasks(&*a, &*b, &[Split::Train, Split::Test], 100);
     }
 }
 
 #[test]
 fn seeds_select_different_task_sets() {
-    let pairs: [(Box<dyn EnvFactory>, Box<dyn EnvFactory>); 3] = [
-        (
-            Box::new(agentrl_env::MathReasoning::new(1)),
-            Box::new(agentrl_env::MathReasoning::new(2)),
-        ),
-        (
-            Box::new(agentrl_env::Maze::new(1)),
-            Box::new(agentrl_env::Maze::new(2)),
-        ),
-        (
-            Box::new(agentrl_env::TextAdventure::new(1)),
-            Box::new(agentrl_env::TextAdventure::new(2)),
-        ),
-    ];
-    for (a, b) in pairs {
-        let differing = (0..50)
-            .filter(|&i| a.task(Split::Train, i).data != b.task(Split::Train, i).data)
-            .count();
-        assert!(differing > 40, "{}: {differing}", a.id());
-    }
+    use agentrl_env::{MathReasoning, Maze, TextAdventure};
+    assert_seeds_differ(&MathReasoning::new(1), &MathReasoning::new(2), 40);
+    assert_seeds_differ(&Maze::new(1), &Maze::new(2), 40);
+    assert_seeds_differ(&TextAdventure::new(1), &TextAdventure::new(2), 40);
 }
 
 #[test]
 fn splits_are_disjoint_over_1000_tasks() {
     for id in IDS {
-        let factory = lookup(id).unwrap();
-        let set = |split| -> HashSet<String> {
-            (0..1000)
-                .map(|i| factory.task(split, i).data.to_string())
-                .collect()
-        };
-        let (train, test) = (set(Split::Train), set(Split::Test));
-        assert!(train.is_disjoint(&test), "{id}");
-        assert!(
-            train.len() > 500 && test.len() > 500,
-            "{id}: too many repeats"
-        );
+        assert_disjoint_splits(&*lookup(id).unwrap(), 1000, task_data, 500, 500);
     }
 }
 
@@ -97,26 +51,11 @@ async fn started(id: &str) -> Box<dyn Env> {
     env
 }
 
-fn raw_call(name: &str, arguments: &str) -> Message {
-    let mut call = ToolCall::new("c1", name, &json!({}));
-    call.function.arguments = arguments.to_string();
-    Message::assistant_tool_calls(None, vec![call])
-}
-
-fn assert_invalid(id: &str, step: &Step) {
-    assert!(step.info.invalid_action.is_some(), "{id}: {step:?}");
-    assert!(!step.done(), "{id}: {step:?}");
-    assert!(
-        step.messages.iter().any(|m| m.text().contains("error")),
-        "{id}: {step:?}"
-    );
-}
-
 #[tokio::test]
 async fn malformed_actions_get_error_observations() {
     let malformed = [
-        raw_call("move", "{not json"),
-        raw_call("act", "{not json"),
+        unparsable_call("move"),
+        unparsable_call("act"),
         raw_call("no_such_tool", "{}"),
         raw_call("move", r#"{"direction": 5}"#),
         raw_call("act", r#"{"command": ["go"]}"#),
@@ -130,24 +69,19 @@ async fn malformed_actions_get_error_observations() {
         }
     }
     let mut maze = started("maze").await;
-    assert_invalid(
-        "maze",
-        &maze
-            .step(&raw_call("move", r#"{"direction": "up"}"#))
-            .await
-            .unwrap(),
-    );
-    assert_invalid(
-        "maze",
-        &maze.step(&Message::assistant("north")).await.unwrap(),
-    );
+    for action in [
+        raw_call("move", r#"{"direction": "up"}"#),
+        Message::assistant("north"),
+    ] {
+        assert_invalid("maze", &maze.step(&action).await.unwrap());
+    }
     let mut adventure = started("text-adventure").await;
-    assert_invalid(
-        "text-adventure",
-        &adventure.step(&Message::assistant("dance")).await.unwrap(),
-    );
-    let act = raw_call("act", r#"{"command": "fly away"}"#);
-    assert_invalid("text-adventure", &adventure.step(&act).await.unwrap());
+    for action in [
+        Message::assistant("dance"),
+        raw_call("act", r#"{"command": "fly away"}"#),
+    ] {
+        assert_invalid("text-adventure", &adventure.step(&action).await.unwrap());
+    }
 }
 
 fn math_task() -> Task {

@@ -1,15 +1,19 @@
 //! `knowledge-search`: the reference solver over the real search index, the answer checker,
 //! determinism, disjoint splits, two-hop questions and malformed actions.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentrl_core::{Env, Message, Role, Split, Step, ToolCall};
+use agentrl_core::{Env, Message, Role, Split, Step};
 use agentrl_env::knowledge_search::{Corpus, KnowledgeSearch, Question, SEARCH_LIMITS};
 use agentrl_env::{EnvFactory, lookup, run_solver_episode};
 use agentrl_tools::Search;
-use serde_json::json;
+
+mod common;
+use common::contract::{
+    assert_disjoint_splits, assert_invalid, assert_reference_solver, assert_same_tasks,
+    assert_seeds_differ, raw_call, unparsable_call,
+};
 
 const ID: &str = "knowledge-search";
 
@@ -39,45 +43,27 @@ fn reference_solver_solves_the_test_split() {
     let rt = runtime();
     let n = 100;
     for seed in [0, 3] {
+        eprintln!("knowledge-search seed {seed}:");
         let factory = KnowledgeSearch::new(seed);
-        let mut solver = factory.solver(0);
-        let (mut solved, mut searches, mut hops) = (0, 0, 0);
-        for i in 0..n {
-            let task = factory.task(Split::Test, i);
-            let episode = rt
-                .block_on(run_solver_episode(&factory, &mut *solver, &task))
-                .unwrap();
-            searches += tool_texts(&episode.messages).len();
-            hops += Question::from_task(&task).unwrap().hops();
-            if episode.success {
-                solved += 1;
-            } else {
-                eprintln!("unsolved {}: {:?}", task.id, episode.messages);
-            }
-        }
-        eprintln!(
-            "knowledge-search seed {seed}: reference solver solved {solved}/{n} test tasks \
-             with {searches} searches for {hops} hops"
-        );
-        assert!(solved * 100 >= 95 * n, "seed {seed}: {solved}/{n}");
+        let episodes = rt.block_on(assert_reference_solver(&factory, n, 95));
+        let searches: usize = episodes.iter().map(|e| tool_texts(&e.messages).len()).sum();
+        let hops: usize = (0..n)
+            .map(|i| {
+                Question::from_task(&factory.task(Split::Test, i))
+                    .unwrap()
+                    .hops()
+            })
+            .sum();
+        eprintln!("knowledge-search seed {seed}: {searches} searches for {hops} hops");
     }
 }
 
 #[test]
 fn same_seed_gives_identical_tasks_and_seeds_differ() {
     let (a, b) = (lookup(ID).unwrap(), lookup(ID).unwrap());
-    for index in 0..100 {
-        for split in [Split::Train, Split::Test] {
-            let task = a.task(split, index);
-            assert_eq!(task, b.task(split, index));
-            assert_eq!((task.env_id.as_str(), task.split), (ID, split));
-        }
-    }
+    assert_same_tasks(&*a, &*b, &[Split::Train, Split::Test], 100);
     let (one, two) = (KnowledgeSearch::new(1), KnowledgeSearch::new(2));
-    let differing = (0..50)
-        .filter(|&i| one.task(Split::Train, i).data != two.task(Split::Train, i).data)
-        .count();
-    assert!(differing > 45, "{differing}");
+    assert_seeds_differ(&one, &two, 45);
     assert_ne!(one.corpus().documents, two.corpus().documents);
 }
 
@@ -93,20 +79,8 @@ fn factories_of_one_seed_share_one_index() {
 
 #[test]
 fn splits_are_disjoint() {
-    let factory = lookup(ID).unwrap();
-    let set = |split| -> HashSet<String> {
-        (0..400)
-            .map(|i| factory.task(split, i).data["question"].to_string())
-            .collect()
-    };
-    let (train, test) = (set(Split::Train), set(Split::Test));
-    assert!(train.is_disjoint(&test));
-    assert!(
-        train.len() > 250 && test.len() > 150,
-        "{} {}",
-        train.len(),
-        test.len()
-    );
+    let question = |task: &agentrl_core::Task| task.data["question"].to_string();
+    assert_disjoint_splits(&*lookup(ID).unwrap(), 400, question, 250, 150);
 }
 
 /// The text of the tool messages of an episode, in order.
@@ -184,16 +158,10 @@ async fn checker_accepts_the_answer_and_rejects_others() {
     }
 }
 
-fn raw_call(name: &str, arguments: &str) -> Message {
-    let mut call = ToolCall::new("c1", name, &json!({}));
-    call.function.arguments = arguments.to_string();
-    Message::assistant_tool_calls(None, vec![call])
-}
-
 #[tokio::test]
 async fn malformed_actions_get_error_observations() {
     for action in [
-        raw_call("search", "{not json"),
+        unparsable_call("search"),
         raw_call("no_such_tool", "{}"),
         raw_call("search", r#"{"query": 5}"#),
         raw_call("search", r#"{"query": ""}"#),
@@ -204,12 +172,7 @@ async fn malformed_actions_get_error_observations() {
     ] {
         let (mut env, _) = started().await;
         let step = env.step(&action).await.unwrap();
-        assert!(step.info.invalid_action.is_some(), "{action:?}: {step:?}");
-        assert!(!step.done(), "{step:?}");
-        assert!(
-            step.messages.iter().any(|m| m.text().contains("error")),
-            "{step:?}"
-        );
+        assert_invalid(&format!("{action:?}"), &step);
         // The episode goes on: a valid search still works.
         let ok = env
             .step(&raw_call("search", r#"{"query": "river"}"#))

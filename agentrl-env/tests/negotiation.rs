@@ -9,6 +9,11 @@ use agentrl_env::negotiation::{Control, Move, Seat, Table, deal_of};
 use agentrl_env::{EnvFactory, Negotiation, lookup, run_solver_episode};
 use serde_json::json;
 
+mod common;
+use common::contract::{
+    assert_all_invalid, assert_disjoint_splits, assert_same_tasks, task_data, unparsable_call,
+};
+
 fn named(mut message: Message, seat: &str) -> Message {
     message.name = Some(seat.to_string());
     message
@@ -152,27 +157,15 @@ async fn a_greedy_proposal_loses_everything_and_scores_follow_values() {
 #[test]
 fn tasks_are_deterministic_disjoint_and_fair() {
     let (a, b) = (Negotiation::default(), Negotiation::default());
+    assert_same_tasks(&a, &b, &[Split::Train], 200);
     for i in 0..200 {
         let task = a.task(Split::Train, i);
-        assert_eq!(task, b.task(Split::Train, i));
         let deal = deal_of(&task).unwrap();
         assert!(deal.splits().iter().any(|k| {
             deal.value(Seat::Alice, k) >= 6 && deal.value(Seat::Bob, &deal.rest(k)) >= 6
         }));
     }
-    let set = |split| -> HashSet<String> {
-        (0..1000)
-            .map(|i| a.task(split, i).data.to_string())
-            .collect()
-    };
-    let (train, test) = (set(Split::Train), set(Split::Test));
-    assert!(train.is_disjoint(&test));
-    assert!(
-        train.len() > 300 && test.len() > 100,
-        "{} {}",
-        train.len(),
-        test.len()
-    );
+    assert_disjoint_splits(&a, 1000, task_data, 300, 100);
     assert!(Negotiation::new(0, [Control::Scripted, Control::Scripted]).is_err());
 }
 
@@ -183,10 +176,8 @@ async fn malformed_actions_get_error_observations() {
     let task = factory.task(Split::Test, 0);
     env.reset(&task).await.unwrap();
     let counts = deal_of(&task).unwrap().counts;
-    let mut raw = ToolCall::new("c1", "propose", &json!({}));
-    raw.function.arguments = "{not json".into();
     let mut actions = vec![
-        Message::assistant_tool_calls(None, vec![raw]),
+        unparsable_call("propose"),
         Message::assistant_tool_calls(None, vec![ToolCall::new("c2", "walk_away", &json!({}))]),
         propose([counts[0] + 1, 0, 0]),
         Message::assistant_tool_calls(
@@ -206,15 +197,7 @@ async fn malformed_actions_get_error_observations() {
     if task.data["first"] == "alice" {
         actions.push(accept()); // nothing to accept yet
     }
-    for action in &actions {
-        let step = env.step(action).await.unwrap();
-        assert!(step.info.invalid_action.is_some(), "{action:?}: {step:?}");
-        assert!(!step.done(), "{step:?}");
-        assert!(
-            step.messages.iter().any(|m| m.text().contains("error")),
-            "{step:?}"
-        );
-    }
+    assert_all_invalid(&mut env, &actions).await;
     // Two policy seats: acting out of turn is refused.
     let both = Negotiation::new(0, [Control::Policy, Control::Policy]).unwrap();
     let (mut env, task) = started(&both, 0).await;

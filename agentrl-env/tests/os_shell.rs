@@ -5,20 +5,14 @@ use std::collections::HashSet;
 
 use agentrl_core::{Env, Message, Split, ToolCall};
 use agentrl_env::os_shell::{Question, ShellExpert, path_matches, shell_task_of};
-use agentrl_env::{EnvFactory, OsShell, lookup, run_solver_episode};
+use agentrl_env::{EnvFactory, OsShell, lookup};
 use serde_json::json;
 
-/// Fails the test with a clear message when bubblewrap is not installed.
-fn require_bwrap() {
-    let ok = std::process::Command::new("bwrap")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "these tests need bubblewrap (`bwrap`) in PATH; install it (e.g. apt-get install bubblewrap)"
-    );
-}
+mod common;
+use common::contract::{
+    assert_all_invalid, assert_disjoint_splits, assert_reference_solver, assert_same_tasks,
+    assert_seeds_differ, raw_call, require_bwrap, task_data, unparsable_call,
+};
 
 fn shell(command: &str) -> Message {
     let call = ToolCall::new("c1", "shell", &json!({ "command": command }));
@@ -29,24 +23,16 @@ fn shell(command: &str) -> Message {
 async fn reference_solver_solves_the_test_split() {
     require_bwrap();
     let factory = lookup("os-shell").unwrap();
-    let mut solver = factory.solver(0);
-    let mut kinds = HashSet::new();
     let tasks = 40;
-    let mut solved = 0;
-    for i in 0..tasks {
-        let task = factory.task(Split::Test, i);
-        kinds.insert(task.data["kind"].as_str().unwrap().to_string());
-        let episode = run_solver_episode(&*factory, &mut *solver, &task)
-            .await
-            .unwrap();
-        if episode.success {
-            solved += 1;
-        } else {
-            eprintln!("unsolved {}: {:?}", task.id, episode.messages);
-        }
-    }
-    println!("os-shell reference solver: {solved}/{tasks}");
-    assert!(solved * 100 >= tasks * 95, "{solved}/{tasks}");
+    assert_reference_solver(&*factory, tasks, 95).await;
+    let kinds: HashSet<String> = (0..tasks)
+        .map(|i| {
+            factory.task(Split::Test, i).data["kind"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
     assert_eq!(kinds.len(), 4, "{kinds:?}");
 }
 
@@ -124,22 +110,9 @@ fn path_answers() {
 #[test]
 fn same_seed_same_tasks_and_disjoint_splits() {
     let (a, b) = (OsShell::new(3), OsShell::new(3));
-    for i in 0..50 {
-        assert_eq!(a.task(Split::Test, i), b.task(Split::Test, i));
-    }
-    let set = |split| -> HashSet<String> {
-        (0..300)
-            .map(|i| a.task(split, i).data.to_string())
-            .collect()
-    };
-    let (train, test) = (set(Split::Train), set(Split::Test));
-    assert!(train.is_disjoint(&test));
-    assert!(train.len() > 290 && test.len() > 290);
-    let other = OsShell::new(4);
-    let differing = (0..50)
-        .filter(|&i| a.task(Split::Train, i).data != other.task(Split::Train, i).data)
-        .count();
-    assert!(differing > 45);
+    assert_same_tasks(&a, &b, &[Split::Test], 50);
+    assert_disjoint_splits(&a, 300, task_data, 290, 290);
+    assert_seeds_differ(&a, &OsShell::new(4), 45);
 }
 
 #[tokio::test]
@@ -148,34 +121,15 @@ async fn malformed_actions_get_error_observations() {
     let factory = lookup("os-shell").unwrap();
     let mut env = factory.make();
     env.reset(&factory.task(Split::Test, 0)).await.unwrap();
-    let mut raw = ToolCall::new("c1", "shell", &json!({}));
-    raw.function.arguments = "{not json".into();
     let actions = [
-        Message::assistant_tool_calls(None, vec![raw]),
-        Message::assistant_tool_calls(None, vec![ToolCall::new("c2", "rm_rf", &json!({}))]),
-        Message::assistant_tool_calls(
-            None,
-            vec![ToolCall::new("c3", "shell", &json!({"command": 5}))],
-        ),
-        Message::assistant_tool_calls(
-            None,
-            vec![ToolCall::new(
-                "c4",
-                "read_file",
-                &json!({"path": "../etc/passwd"}),
-            )],
-        ),
+        unparsable_call("shell"),
+        raw_call("rm_rf", "{}"),
+        raw_call("shell", r#"{"command": 5}"#),
+        raw_call("read_file", r#"{"path": "../etc/passwd"}"#),
         Message::assistant(" "),
         Message::user("hi"),
     ];
-    for action in &actions {
-        let step = env.step(action).await.unwrap();
-        assert!(!step.done(), "{step:?}");
-        assert!(
-            step.messages.iter().any(|m| m.text().contains("error")),
-            "{step:?}"
-        );
-    }
+    assert_all_invalid(&mut env, &actions).await;
     // A failing command is a normal observation, not an invalid action.
     let step = env.step(&shell("cat no-such-file")).await.unwrap();
     assert!(step.info.invalid_action.is_none());

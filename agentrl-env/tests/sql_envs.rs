@@ -6,36 +6,23 @@ use std::collections::HashSet;
 use agentrl_core::{Env, Message, Split, Step, Task, ToolCall};
 use agentrl_env::spreadsheet_ops::{Job, SheetTask};
 use agentrl_env::sql_analysis::{SqlTask, Truth, check};
-use agentrl_env::{EnvFactory, SpreadsheetOps, SqlAnalysis, lookup, run_solver_episode};
+use agentrl_env::{EnvFactory, SpreadsheetOps, SqlAnalysis, lookup};
 use serde_json::json;
+
+mod common;
+use common::contract::{
+    assert_disjoint_splits, assert_invalid, assert_reference_solver, assert_same_tasks,
+    assert_seeds_differ, raw_call, unparsable_call,
+};
 
 const IDS: [&str; 2] = ["sql-analysis", "spreadsheet-ops"];
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-#[test]
-fn reference_solvers_solve_the_test_split() {
-    let rt = runtime();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_solvers_solve_the_test_split() {
     for id in IDS {
         let factory = lookup(id).unwrap();
         assert!(!factory.description().is_empty());
-        let mut solver = factory.solver(0);
-        let solved = (0..100)
-            .filter(|&i| {
-                let task = factory.task(Split::Test, i);
-                rt.block_on(run_solver_episode(&*factory, &mut *solver, &task))
-                    .unwrap()
-                    .success
-            })
-            .count();
-        println!("{id}: reference solver solved {solved}/100 test tasks");
-        assert!(solved >= 95, "{id}: {solved}/100");
+        assert_reference_solver(&*factory, 100, 95).await;
     }
 }
 
@@ -43,48 +30,23 @@ fn reference_solvers_solve_the_test_split() {
 fn same_seed_gives_identical_tasks_and_seeds_differ() {
     for id in IDS {
         let (a, b) = (lookup(id).unwrap(), lookup(id).unwrap());
-        for index in 0..50 {
-            for split in [Split::Train, Split::Test] {
-                let task = a.task(split, index);
-                assert_eq!(task, b.task(split, index), "{id}");
-                assert_eq!((task.env_id.as_str(), task.split), (id, split));
-            }
-        }
+        assert_same_tasks(&*a, &*b, &[Split::Train, Split::Test], 50);
     }
-    let pairs: [(Box<dyn EnvFactory>, Box<dyn EnvFactory>); 2] = [
-        (Box::new(SqlAnalysis::new(1)), Box::new(SqlAnalysis::new(2))),
-        (
-            Box::new(SpreadsheetOps::new(1)),
-            Box::new(SpreadsheetOps::new(2)),
-        ),
-    ];
-    for (a, b) in pairs {
-        let differing = (0..50)
-            .filter(|&i| a.task(Split::Train, i).data != b.task(Split::Train, i).data)
-            .count();
-        assert!(differing > 40, "{}: {differing}", a.id());
-    }
+    assert_seeds_differ(&SqlAnalysis::new(1), &SqlAnalysis::new(2), 40);
+    assert_seeds_differ(&SpreadsheetOps::new(1), &SpreadsheetOps::new(2), 40);
+}
+
+/// The task data without its rendered `text` (which repeats the rest).
+fn data_without_text(task: &Task) -> String {
+    let mut data = task.data.clone();
+    data.as_object_mut().unwrap().remove("text");
+    data.to_string()
 }
 
 #[test]
 fn splits_are_disjoint_over_1000_tasks() {
     for id in IDS {
-        let factory = lookup(id).unwrap();
-        let set = |split| -> HashSet<String> {
-            (0..1000)
-                .map(|i| {
-                    let mut data = factory.task(split, i).data;
-                    data.as_object_mut().unwrap().remove("text");
-                    data.to_string()
-                })
-                .collect()
-        };
-        let (train, test) = (set(Split::Train), set(Split::Test));
-        assert!(train.is_disjoint(&test), "{id}");
-        assert!(
-            train.len() > 900 && test.len() > 900,
-            "{id}: too many repeats"
-        );
+        assert_disjoint_splits(&*lookup(id).unwrap(), 1000, data_without_text, 900, 900);
     }
 }
 
@@ -232,17 +194,11 @@ async fn each_episode_has_its_own_database_removed_afterwards() {
     );
 }
 
-fn raw_call(name: &str, arguments: &str) -> Message {
-    let mut call = ToolCall::new("c1", name, &json!({}));
-    call.function.arguments = arguments.to_string();
-    Message::assistant_tool_calls(None, vec![call])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_actions_get_error_observations() {
     let malformed = [
-        raw_call("sql", "{not json"),
-        raw_call("spreadsheet", "{not json"),
+        unparsable_call("sql"),
+        unparsable_call("spreadsheet"),
         raw_call("no_such_tool", "{}"),
         raw_call("sql", r#"{"query": 5}"#),
         raw_call("spreadsheet", r#"{"op": "read", "range": ["A1"]}"#),
@@ -255,12 +211,7 @@ async fn malformed_actions_get_error_observations() {
         let task = factory.task(Split::Test, 1);
         for action in &malformed {
             let step = started(&*factory, &task).await.step(action).await.unwrap();
-            assert!(step.info.invalid_action.is_some(), "{id}: {step:?}");
-            assert!(!step.done(), "{id}: {step:?}");
-            assert!(
-                step.messages.iter().any(|m| m.text().contains("error")),
-                "{id}: {step:?}"
-            );
+            assert_invalid(id, &step);
         }
     }
 }

@@ -1,12 +1,15 @@
 //! `strategy-game`: the reference solver against the default and stronger opponents, the
 //! rules (wins, full columns), losses scored 0, determinism, splits and malformed actions.
 
-use std::collections::HashSet;
-
 use agentrl_core::{Env, Message, Split, ToolCall};
 use agentrl_env::strategy_game::{Board, Opponent, Piece, StrategyExpert, game_of};
 use agentrl_env::{EnvFactory, StrategyGame, lookup, run_solver_episode};
 use serde_json::json;
+
+mod common;
+use common::contract::{
+    assert_all_invalid, assert_disjoint_splits, assert_same_tasks, task_data, unparsable_call,
+};
 
 fn drop_call(column: serde_json::Value) -> Message {
     let call = ToolCall::new("c1", "drop", &json!({ "column": column }));
@@ -134,17 +137,8 @@ fn rules_find_fours_and_boards_round_trip() {
 #[test]
 fn tasks_are_deterministic_disjoint_and_name_their_opponent() {
     let (a, b) = (StrategyGame::default(), StrategyGame::default());
-    for i in 0..100 {
-        assert_eq!(a.task(Split::Test, i), b.task(Split::Test, i));
-    }
-    let set = |split| -> HashSet<String> {
-        (0..1000)
-            .map(|i| a.task(split, i).data.to_string())
-            .collect()
-    };
-    let (train, test) = (set(Split::Train), set(Split::Test));
-    assert!(train.is_disjoint(&test));
-    assert!(train.len() > 990 && test.len() > 990);
+    assert_same_tasks(&a, &b, &[Split::Test], 100);
+    assert_disjoint_splits(&a, 1000, task_data, 990, 990);
     let strong = StrategyGame::new(0, Opponent::Minimax(4)).task(Split::Train, 0);
     assert_eq!(strong.data["opponent"], json!("minimax-4"));
     assert_eq!(Opponent::parse("minimax-4"), Some(Opponent::Minimax(4)));
@@ -156,10 +150,8 @@ async fn malformed_actions_get_error_observations() {
     let factory = lookup("strategy-game").unwrap();
     let mut env = factory.make();
     env.reset(&factory.task(Split::Test, 3)).await.unwrap();
-    let mut raw = ToolCall::new("c1", "drop", &json!({}));
-    raw.function.arguments = "{not json".into();
     let actions = [
-        Message::assistant_tool_calls(None, vec![raw]),
+        unparsable_call("drop"),
         drop_call(json!(0)),
         drop_call(json!(8)),
         drop_call(json!("four")),
@@ -168,13 +160,5 @@ async fn malformed_actions_get_error_observations() {
         Message::assistant(""),
         Message::user("hi"),
     ];
-    for action in &actions {
-        let step = env.step(action).await.unwrap();
-        assert!(step.info.invalid_action.is_some(), "{step:?}");
-        assert!(!step.done(), "{step:?}");
-        assert!(
-            step.messages.iter().any(|m| m.text().contains("error")),
-            "{step:?}"
-        );
-    }
+    assert_all_invalid(&mut env, &actions).await;
 }

@@ -1,64 +1,31 @@
 //! `web-shop`: the reference solver through the browser against the real local site, the
 //! WebShop-style reward, malformed actions, determinism and splits.
 
-use std::collections::HashSet;
-
 use agentrl_core::{Env, Message, Split, Step, ToolCall};
 use agentrl_env::web_shop::{Purchase, Store, reward, shop_of};
-use agentrl_env::{EnvFactory, WebShop, lookup, run_solver_episode};
+use agentrl_env::{WebShop, lookup};
 use serde_json::{Value, json};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
+mod common;
+use common::contract::{
+    assert_all_invalid, assert_disjoint_splits, assert_invalid, assert_reference_solver,
+    assert_same_tasks, assert_seeds_differ, task_data, unparsable_call,
+};
 
-#[test]
-fn reference_solver_buys_the_right_product() {
-    let rt = runtime();
+#[tokio::test]
+async fn reference_solver_buys_the_right_product() {
     let factory = lookup("web-shop").unwrap();
-    let mut solver = factory.solver(0);
-    let n = 40;
-    let mut steps = 0;
-    let solved = (0..n)
-        .filter(|&i| {
-            let task = factory.task(Split::Test, i);
-            let episode = rt
-                .block_on(run_solver_episode(&*factory, &mut *solver, &task))
-                .unwrap();
-            steps += episode.steps;
-            episode.success
-        })
-        .count();
-    println!("web-shop reference solver: {solved}/{n}, {steps} steps in all");
-    assert!(solved * 100 >= 95 * n as usize, "{solved}/{n}");
+    let episodes = assert_reference_solver(&*factory, 40, 95).await;
+    let steps: usize = episodes.iter().map(|e| e.steps).sum();
+    println!("web-shop reference solver: {steps} steps in all");
 }
 
 #[test]
 fn tasks_are_deterministic_seeded_and_split() {
     let (a, b) = (lookup("web-shop").unwrap(), lookup("web-shop").unwrap());
-    for i in 0..50 {
-        for split in [Split::Train, Split::Test] {
-            let task = a.task(split, i);
-            assert_eq!(task, b.task(split, i));
-            assert_eq!((task.env_id.as_str(), task.split), ("web-shop", split));
-        }
-    }
-    let (one, two) = (WebShop::new(1), WebShop::new(2));
-    let differing = (0..50)
-        .filter(|&i| one.task(Split::Train, i).data != two.task(Split::Train, i).data)
-        .count();
-    assert!(differing > 40, "{differing}");
-    let set = |split| -> HashSet<String> {
-        (0..500)
-            .map(|i| a.task(split, i).data.to_string())
-            .collect()
-    };
-    let (train, test) = (set(Split::Train), set(Split::Test));
-    assert!(train.is_disjoint(&test));
-    assert!(train.len() > 450 && test.len() > 450);
+    assert_same_tasks(&*a, &*b, &[Split::Train, Split::Test], 50);
+    assert_seeds_differ(&WebShop::new(1), &WebShop::new(2), 40);
+    assert_disjoint_splits(&*a, 500, task_data, 450, 450);
 }
 
 #[test]
@@ -102,41 +69,39 @@ fn browse(args: Value) -> Message {
     Message::assistant_tool_calls(None, vec![ToolCall::new("c1", "browser", &args)])
 }
 
-async fn started(index: u64) -> (Box<dyn Env>, String) {
-    let factory = lookup("web-shop").unwrap();
-    let mut env = factory.make();
-    let obs = env.reset(&factory.task(Split::Test, index)).await.unwrap();
-    assert_eq!(obs.tools[0].name(), "browser");
-    let text = obs.messages[0].text();
-    let url = text
+/// The shop's URL, from the statement of an episode.
+fn shop_url(statement: &Message) -> String {
+    statement
+        .text()
         .split_once("Shop at ")
         .unwrap()
         .1
         .split_whitespace()
         .next()
         .unwrap()
-        .to_string();
+        .to_string()
+}
+
+async fn started(index: u64) -> (Box<dyn Env>, String) {
+    let factory = lookup("web-shop").unwrap();
+    let mut env = factory.make();
+    let obs = env.reset(&factory.task(Split::Test, index)).await.unwrap();
+    assert_eq!(obs.tools[0].name(), "browser");
+    let url = shop_url(&obs.messages[0]);
     (env, url)
 }
 
-fn assert_invalid(step: &Step) {
-    assert!(
-        step.info.invalid_action.is_some() && !step.done(),
-        "{step:?}"
-    );
-    assert!(
-        step.messages.iter().any(|m| m.text().contains("error")),
-        "{step:?}"
-    );
+/// Steps `action`, asserting it is answered as an invalid action.
+async fn assert_refused(env: &mut Box<dyn Env>, action: Value) {
+    let step: Step = env.step(&browse(action)).await.unwrap();
+    assert_invalid("browser", &step);
 }
 
 #[tokio::test]
 async fn malformed_actions_get_error_observations() {
     let (mut env, url) = started(0).await;
-    let mut raw = ToolCall::new("c1", "browser", &json!({}));
-    raw.function.arguments = "{not json".into();
-    for action in [
-        Message::assistant_tool_calls(None, vec![raw]),
+    let actions = [
+        unparsable_call("browser"),
         Message::assistant_tool_calls(None, vec![ToolCall::new("c1", "buy", &json!({}))]),
         browse(json!({"action": "fly"})),
         browse(json!({"action": "click", "link": 1})),
@@ -144,9 +109,8 @@ async fn malformed_actions_get_error_observations() {
         Message::assistant("buy the hoodie"),
         Message::assistant(""),
         Message::user("hi"),
-    ] {
-        assert_invalid(&env.step(&action).await.unwrap());
-    }
+    ];
+    assert_all_invalid(&mut env, &actions).await;
     let home = env
         .step(&browse(json!({"action": "open", "url": url})))
         .await
@@ -155,13 +119,12 @@ async fn malformed_actions_get_error_observations() {
         home.messages[0].text().contains("Title: Web Shop"),
         "{home:?}"
     );
-    assert_invalid(
-        &env.step(&browse(json!({"action": "click", "link": 9})))
-            .await
-            .unwrap(),
-    );
-    let wrong_field = browse(json!({"action": "submit", "fields": {"query": "x"}}));
-    assert_invalid(&env.step(&wrong_field).await.unwrap());
+    assert_refused(&mut env, json!({"action": "click", "link": 9})).await;
+    assert_refused(
+        &mut env,
+        json!({"action": "submit", "fields": {"query": "x"}}),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -178,28 +141,18 @@ async fn buying_a_wrong_option_ends_with_partial_reward() {
     let other_colour = target.colours.iter().find(|c| **c != w.colour);
     let mut env = factory.make();
     let obs = env.reset(&task).await.unwrap();
-    let url = obs.messages[0]
-        .text()
-        .split_once("Shop at ")
-        .unwrap()
-        .1
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let url = shop_url(&obs.messages[0]);
     let product = format!("{url}product/{}", target.id);
     let page = env
         .step(&browse(json!({"action": "open", "url": product})))
         .await
         .unwrap();
     assert!(page.messages[0].text().contains(&target.title), "{page:?}");
-    let bad = env
-        .step(&browse(
-            json!({"action": "fill", "fields": {"size": "XXL"}}),
-        ))
-        .await
-        .unwrap();
-    assert_invalid(&bad);
+    assert_refused(
+        &mut env,
+        json!({"action": "fill", "fields": {"size": "XXL"}}),
+    )
+    .await;
     let colour = other_colour.unwrap_or(&w.colour);
     let fields = json!({"size": w.size, "colour": colour});
     let end = env
@@ -220,15 +173,7 @@ async fn a_second_episode_in_a_session_starts_clean() {
     let factory = lookup("web-shop").unwrap();
     let mut env = factory.make();
     let first = env.reset(&factory.task(Split::Test, 1)).await.unwrap();
-    let url = first.messages[0]
-        .text()
-        .split_once("Shop at ")
-        .unwrap()
-        .1
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let url = shop_url(&first.messages[0]);
     env.step(&browse(json!({"action": "open", "url": url})))
         .await
         .unwrap();
@@ -245,12 +190,8 @@ async fn a_second_episode_in_a_session_starts_clean() {
             .contains(&format!("Shop at {url} ")),
         "the site is reused"
     );
-    assert_invalid(&env.step(&browse(json!({"action": "back"}))).await.unwrap());
-    assert_invalid(
-        &env.step(&browse(json!({"action": "click", "link": 1})))
-            .await
-            .unwrap(),
-    );
+    assert_refused(&mut env, json!({"action": "back"})).await;
+    assert_refused(&mut env, json!({"action": "click", "link": 1})).await;
     // The reference solver, replaying from the second episode's start, finishes it.
     let mut solver = factory.solver(0);
     let mut history = second.messages;

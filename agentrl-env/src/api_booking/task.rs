@@ -1,11 +1,11 @@
 //! Booking tasks: seeded generation with the split rule, and reading a world back from a task.
 
-use agentrl_core::{Error, Result, SeededRng, Split, Task};
+use agentrl_core::{Error, Result, Split, Task};
 use serde_json::json;
 
 use super::API_BOOKING_ID;
 use super::world::World;
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 
 /// The split a world belongs to: test iff the stable hash of its JSON is divisible by 5.
 pub fn split_of(world: &World) -> Split {
@@ -15,15 +15,9 @@ pub fn split_of(world: &World) -> Split {
 /// World `index` of `split` for generator `seed`: candidates drawn from
 /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one falls in `split`.
 pub fn generate(seed: u64, split: Split, index: u64) -> World {
-    let mut attempt: u64 = 0;
-    loop {
-        let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
-        let world = World::random(&mut rng);
-        if split_of(&world) == split {
-            return world;
-        }
-        attempt = attempt.wrapping_add(1);
-    }
+    draw_in_split(seed, split, index, |rng| {
+        Some(World::random(rng)).filter(|world| split_of(world) == split)
+    })
 }
 
 /// The task for `world`, with id `{split}-{index}`, the world and the expected room as data.

@@ -1,24 +1,14 @@
 //! The `arith-calc` session: one episode of "compute this expression", with a calculator tool.
 
-use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task, ToolContext};
-use agentrl_tools::{Calculator, ToolBox, ToolLimits};
+use agentrl_core::{Env, Message, Observation, Result, Step, StepInfo, Task};
+use agentrl_tools::Calculator;
 use async_trait::async_trait;
 
 use super::ARITH_CALC_ID;
 use super::problem::ArithProblem;
 use crate::answer;
-use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
-
-/// Where the session stands.
-#[derive(Debug)]
-enum State {
-    /// No episode started yet.
-    Idle,
-    /// An episode is in progress; its expected answer.
-    Running { answer: i64 },
-    /// The agent gave its final answer.
-    Finished,
-}
+use crate::session::final_step;
+use crate::tool_env::{AnswerEpisode, Reply, SessionTools, tools_or_answer};
 
 /// One `arith-calc` session, without turn limit ([`crate::EnvFactory::make`] of
 /// [`super::ArithCalc`] adds it).
@@ -26,9 +16,9 @@ enum State {
 /// The agent sees `Compute {expression}` and may call the `calculator` tool; a message without
 /// tool calls is its final answer, whose last number must equal the expression's value.
 pub struct ArithCalcEnv {
-    tools: std::result::Result<ToolBox, String>,
-    ctx: ToolContext,
-    state: State,
+    tools: SessionTools,
+    /// The expected value of the episode's expression.
+    state: AnswerEpisode<i64>,
 }
 
 impl Default for ArithCalcEnv {
@@ -42,21 +32,11 @@ impl ArithCalcEnv {
     ///
     /// Should the tool box refuse the calculator, the reason is reported by `reset`.
     pub fn new() -> Self {
-        let tools = ToolBox::new(ToolLimits::default())
-            .with(Calculator)
-            .map_err(|e| format!("cannot set up the calculator tool: {e}"));
+        let tools = SessionTools::single(ARITH_CALC_ID, "calculator", Calculator);
         ArithCalcEnv {
             tools,
-            ctx: ToolContext::default(),
-            state: State::Idle,
+            state: AnswerEpisode::Idle,
         }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(ARITH_CALC_ID, why.clone()))
     }
 }
 
@@ -70,12 +50,10 @@ impl Env for ArithCalcEnv {
     }
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
-        self.state = State::Idle;
-        let tools = self.toolbox()?.specs();
+        self.state = AnswerEpisode::Idle;
+        let tools = self.tools.get()?.specs();
         let problem = ArithProblem::from_task(task)?;
-        self.state = State::Running {
-            answer: problem.answer,
-        };
+        self.state = AnswerEpisode::Running(problem.answer);
         Ok(Observation {
             messages: vec![Message::user(format!("Compute {}", problem.expression))],
             tools,
@@ -83,30 +61,14 @@ impl Env for ArithCalcEnv {
     }
 
     async fn step(&mut self, action: &Message) -> Result<Step> {
-        let expected = match self.state {
-            State::Running { answer } => answer,
-            State::Idle => return Err(Error::env(ARITH_CALC_ID, "step called before reset")),
-            State::Finished => {
-                return Err(Error::env(
-                    ARITH_CALC_ID,
-                    "step called after the final answer; call reset first",
-                ));
+        let expected = *self.state.expected(ARITH_CALC_ID)?;
+        match tools_or_answer(&self.tools, action, HINT).await? {
+            Reply::Step(step) => Ok(step),
+            Reply::Answer(text) => {
+                let success = answer::answer_matches(text, expected);
+                self.state = AnswerEpisode::Finished;
+                Ok(final_step(Vec::new(), success, StepInfo::default()))
             }
-        };
-        if let Some(reason) = wrong_role(action) {
-            return Ok(invalid_step(&reason, HINT));
         }
-        if !action.tool_calls.is_empty() {
-            let (messages, info) =
-                run_tool_calls(self.toolbox()?, &self.ctx, action, || false).await;
-            return Ok(continue_step(messages, info));
-        }
-        let text = action.text();
-        if text.trim().is_empty() {
-            return Ok(invalid_step("empty message", HINT));
-        }
-        let success = answer::answer_matches(text, expected);
-        self.state = State::Finished;
-        Ok(final_step(Vec::new(), success, StepInfo::default()))
     }
 }

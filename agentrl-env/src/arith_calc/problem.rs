@@ -7,6 +7,7 @@ use agentrl_core::{Error, Result, SeededRng, Split, Task};
 use serde_json::json;
 
 use super::ARITH_CALC_ID;
+use crate::session::draw_in_split;
 
 /// Smallest operand a generated expression uses.
 const MIN_OPERAND: i64 = 10;
@@ -161,22 +162,18 @@ impl ArithProblem {
     /// `SeededRng::from_parts(&[seed, split, index, attempt])` for `attempt = 0, 1, ...` until
     /// one falls in `split` (so train and test never share an expression).
     pub fn generate(seed: u64, split: Split, index: u64) -> Self {
-        let mut attempt: u64 = 0;
-        loop {
-            let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
-            let candidate = Expression::random(&mut rng);
+        draw_in_split(seed, split, index, |rng| {
+            let candidate = Expression::random(rng);
             let expression = candidate.to_string();
-            if split_of(&expression) == split
-                && let Some(answer) = candidate.value()
-            {
-                return ArithProblem {
-                    expression,
-                    answer,
-                    operands: candidate.operand_count(),
-                };
+            if split_of(&expression) != split {
+                return None;
             }
-            attempt = attempt.wrapping_add(1);
-        }
+            Some(ArithProblem {
+                expression,
+                answer: candidate.value()?,
+                operands: candidate.operand_count(),
+            })
+        })
     }
 
     /// Reads the problem back from a task made by [`ArithProblem::to_task`], checking that

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::CODE_FIX_ID;
 use super::catalog::{Case, TEMPLATES, Template};
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 use crate::workspace::{files_of, files_to_json};
 
 /// One planted bug: the function, its buggy line and the correct line (whole lines).
@@ -168,15 +168,9 @@ fn draw(rng: &mut SeededRng) -> Project {
 /// Project `index` of `split` for generator `seed`: candidates drawn from
 /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one falls in `split`.
 pub fn generate(seed: u64, split: Split, index: u64) -> Project {
-    let mut attempt: u64 = 0;
-    loop {
-        let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
-        let project = draw(&mut rng);
-        if split_of_text(&project.data().to_string()) == split {
-            return project;
-        }
-        attempt = attempt.wrapping_add(1);
-    }
+    draw_in_split(seed, split, index, |rng| {
+        Some(draw(rng)).filter(|project| split_of_text(&project.data().to_string()) == split)
+    })
 }
 
 /// The task for `project`, with id `{split}-{index}`.

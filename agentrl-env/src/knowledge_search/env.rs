@@ -3,14 +3,15 @@
 
 use std::sync::Arc;
 
-use agentrl_core::{Env, Error, Message, Observation, Result, Step, StepInfo, Task, ToolContext};
+use agentrl_core::{Env, Message, Observation, Result, Step, StepInfo, Task};
 use agentrl_tools::{Search, SearchLimits, ToolBox, ToolLimits};
 use async_trait::async_trait;
 
 use super::corpus::Corpus;
 use super::task::Question;
 use super::{KNOWLEDGE_SEARCH_ID, answer_is_correct};
-use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::session::final_step;
+use crate::tool_env::{AnswerEpisode, Reply, SessionTools, tools_or_answer};
 
 /// What the agent is told after an unusable action.
 const HINT: &str = "call the search tool or reply with the answer alone";
@@ -23,48 +24,30 @@ pub const SEARCH_LIMITS: SearchLimits = SearchLimits {
     max_output_chars: 1500,
 };
 
-/// Where the session stands.
-#[derive(Debug)]
-enum State {
-    /// No episode started yet.
-    Idle,
-    /// An episode is in progress; its expected answer.
-    Running { answer: String },
-    /// The agent gave its final answer.
-    Finished,
-}
-
 /// One `knowledge-search` session, without turn limit (the factory adds it).
 ///
 /// The agent sees the question and may call `search`; a message without tool calls is its
 /// final answer, compared with [`answer_is_correct`].
 pub struct KnowledgeSearchEnv {
-    tools: std::result::Result<ToolBox, String>,
-    ctx: ToolContext,
-    state: State,
+    tools: SessionTools,
+    /// The expected answer of the episode's question.
+    state: AnswerEpisode<String>,
 }
 
 impl KnowledgeSearchEnv {
     /// A session searching `corpus`, whose index is built on first use and shared; should it
     /// fail, the reason is reported by `reset`.
     pub fn new(corpus: &Arc<Corpus>) -> Self {
-        let tools = corpus.index().and_then(|index| {
+        let built = corpus.index().and_then(|index| {
             ToolBox::new(ToolLimits::default())
                 .with(Search::new(index, SEARCH_LIMITS))
                 .map_err(|e| format!("cannot set up the search tool: {e}"))
         });
+        let tools = SessionTools::new(KNOWLEDGE_SEARCH_ID, built);
         KnowledgeSearchEnv {
             tools,
-            ctx: ToolContext::default(),
-            state: State::Idle,
+            state: AnswerEpisode::Idle,
         }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(KNOWLEDGE_SEARCH_ID, why.clone()))
     }
 }
 
@@ -84,12 +67,10 @@ impl Env for KnowledgeSearchEnv {
     }
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
-        self.state = State::Idle;
-        let tools = self.toolbox()?.specs();
+        self.state = AnswerEpisode::Idle;
+        let tools = self.tools.get()?.specs();
         let question = Question::from_task(task)?;
-        self.state = State::Running {
-            answer: question.answer,
-        };
+        self.state = AnswerEpisode::Running(question.answer);
         Ok(Observation {
             messages: vec![Message::user(prompt(&question.question))],
             tools,
@@ -97,32 +78,14 @@ impl Env for KnowledgeSearchEnv {
     }
 
     async fn step(&mut self, action: &Message) -> Result<Step> {
-        let expected = match &self.state {
-            State::Running { answer } => answer.clone(),
-            State::Idle => {
-                return Err(Error::env(KNOWLEDGE_SEARCH_ID, "step called before reset"));
+        let expected = self.state.expected(KNOWLEDGE_SEARCH_ID)?.clone();
+        match tools_or_answer(&self.tools, action, HINT).await? {
+            Reply::Step(step) => Ok(step),
+            Reply::Answer(text) => {
+                let success = answer_is_correct(text, &expected);
+                self.state = AnswerEpisode::Finished;
+                Ok(final_step(Vec::new(), success, StepInfo::default()))
             }
-            State::Finished => {
-                return Err(Error::env(
-                    KNOWLEDGE_SEARCH_ID,
-                    "step called after the final answer; call reset first",
-                ));
-            }
-        };
-        if let Some(reason) = wrong_role(action) {
-            return Ok(invalid_step(&reason, HINT));
         }
-        if !action.tool_calls.is_empty() {
-            let (messages, info) =
-                run_tool_calls(self.toolbox()?, &self.ctx, action, || false).await;
-            return Ok(continue_step(messages, info));
-        }
-        let text = action.text();
-        if text.trim().is_empty() {
-            return Ok(invalid_step("empty message", HINT));
-        }
-        let success = answer_is_correct(text, &expected);
-        self.state = State::Finished;
-        Ok(final_step(Vec::new(), success, StepInfo::default()))
     }
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::KNOWLEDGE_SEARCH_ID;
 use super::corpus::Corpus;
 use super::world::World;
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 
 /// A fact linking an entity to another entity or to a value (a year, a river).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,15 +202,9 @@ impl Question {
     /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one falls in `split`
     /// (test iff the stable hash of the question text is divisible by 5).
     pub fn generate(corpus: &Corpus, split: Split, index: u64) -> Question {
-        let mut attempt: u64 = 0;
-        loop {
-            let mut rng = SeededRng::from_parts(&[corpus.seed, split as u64, index, attempt]);
-            let question = Question::random(corpus, &mut rng);
-            if split_of_text(&question.question) == split {
-                return question;
-            }
-            attempt = attempt.wrapping_add(1);
-        }
+        draw_in_split(corpus.seed, split, index, |rng| {
+            Some(Question::random(corpus, rng)).filter(|q| split_of_text(&q.question) == split)
+        })
     }
 
     /// The task for this question, with id `{split}-{index}`.

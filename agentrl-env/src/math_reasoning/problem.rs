@@ -5,7 +5,7 @@ use agentrl_core::{Error, Result, SeededRng, Split, Task};
 use serde_json::json;
 
 use super::MATH_REASONING_ID;
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 
 /// Names of the people in the problems.
 const NAMES: [&str; 8] = ["Ann", "Ben", "Dee", "Eli", "Fay", "Gus", "Ida", "Max"];
@@ -164,20 +164,14 @@ impl MathProblem {
     /// Problem `index` of `split` for generator `seed`: candidates drawn from
     /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one falls in `split`.
     pub fn generate(seed: u64, split: Split, index: u64) -> Self {
-        let mut attempt: u64 = 0;
-        loop {
-            let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
+        draw_in_split(seed, split, index, |rng| {
             let template = rng.range(0, TEMPLATE_COUNT as i64 - 1) as usize;
             let name = rng.choose(&NAMES).copied().unwrap_or("Ann");
             let item = rng.choose(&ITEMS).copied().unwrap_or("apple");
-            let numbers = (TEMPLATES[template].draw)(&mut rng);
-            if let Some(p) = MathProblem::build(template, name, item, numbers)
-                && split_of(&p.question) == split
-            {
-                return p;
-            }
-            attempt = attempt.wrapping_add(1);
-        }
+            let numbers = (TEMPLATES[template].draw)(rng);
+            MathProblem::build(template, name, item, numbers)
+                .filter(|p| split_of(&p.question) == split)
+        })
     }
 
     /// The worked solution, e.g. `12+3*5-7=20` (its last number is the answer).

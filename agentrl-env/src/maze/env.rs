@@ -4,19 +4,20 @@
 //! argument type, non-JSON arguments, unknown tool) give the same error messages and
 //! invalid-action flags as every other tool.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use agentrl_core::{
     Env, Error, Message, Observation, Result, Step, Task, Tool, ToolContext, ToolError, ToolSpec,
 };
-use agentrl_tools::{ToolBox, ToolLimits};
 use async_trait::async_trait;
 use serde_json::json;
 
 use super::MAZE_ID;
 use super::grid::{Direction, Grid, Pos};
 use super::task::grid_of;
-use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::locking::lock;
+use crate::session::{continue_step, final_step, require_tool_calls};
+use crate::tool_env::{SessionTools, single_arg_spec};
 
 /// What to do instead of a malformed action.
 const HINT: &str = "call the move tool with a direction";
@@ -35,13 +36,6 @@ impl MazeState {
     }
 }
 
-/// Locks `state`, recovering it if a holder panicked (the state is a plain position).
-fn lock(state: &Mutex<MazeState>) -> MutexGuard<'_, MazeState> {
-    state
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// The `move` tool: moves the agent one cell, unless a wall is in the way.
 #[derive(Debug)]
 pub struct MoveTool {
@@ -52,15 +46,11 @@ pub struct MoveTool {
 impl Tool for MoveTool {
     fn spec(&self) -> ToolSpec {
         let names: Vec<&str> = Direction::ALL.iter().map(|d| d.name()).collect();
-        ToolSpec::function(
+        single_arg_spec(
             "move",
             "Move one cell in a direction.",
-            json!({
-                "type": "object",
-                "properties": { "direction": { "type": "string", "enum": names } },
-                "required": ["direction"],
-                "additionalProperties": false
-            }),
+            "direction",
+            json!({ "type": "string", "enum": names }),
         )
     }
 
@@ -105,8 +95,7 @@ impl Tool for MoveTool {
 /// it reaches `G`. A message without tool calls is an invalid action.
 pub struct MazeEnv {
     state: Arc<Mutex<MazeState>>,
-    tools: std::result::Result<ToolBox, String>,
-    ctx: ToolContext,
+    tools: SessionTools,
 }
 
 impl Default for MazeEnv {
@@ -119,23 +108,11 @@ impl MazeEnv {
     /// A session whose tool box holds the `move` tool; a refused tool is reported by `reset`.
     pub fn new() -> Self {
         let state = Arc::new(Mutex::new(MazeState::default()));
-        let tools = ToolBox::new(ToolLimits::default())
-            .with(MoveTool {
-                state: Arc::clone(&state),
-            })
-            .map_err(|e| format!("cannot set up the move tool: {e}"));
-        MazeEnv {
-            state,
-            tools,
-            ctx: ToolContext::default(),
-        }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(MAZE_ID, why.clone()))
+        let move_tool = MoveTool {
+            state: Arc::clone(&state),
+        };
+        let tools = SessionTools::single(MAZE_ID, "move", move_tool);
+        MazeEnv { state, tools }
     }
 }
 
@@ -147,7 +124,7 @@ impl Env for MazeEnv {
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         lock(&self.state).maze = None;
-        let tools = self.toolbox()?.specs();
+        let tools = self.tools.get()?.specs();
         let grid = grid_of(task)?;
         let text = format!(
             "Reach G with the move tool. A=you, #=wall.\n{}",
@@ -165,21 +142,11 @@ impl Env for MazeEnv {
         if lock(&self.state).maze.is_none() {
             return Err(Error::env(MAZE_ID, "step called outside an episode"));
         }
-        if let Some(reason) = wrong_role(action) {
-            return Ok(invalid_step(&reason, HINT));
+        if let Some(refused) = require_tool_calls(action, HINT) {
+            return Ok(refused);
         }
-        if action.tool_calls.is_empty() {
-            let reason = if action.text().trim().is_empty() {
-                "empty message"
-            } else {
-                "no tool call"
-            };
-            return Ok(invalid_step(reason, HINT));
-        }
-        let toolbox = self.toolbox()?;
         let state = Arc::clone(&self.state);
-        let (messages, info) =
-            run_tool_calls(toolbox, &self.ctx, action, || lock(&state).at_goal()).await;
+        let (messages, info) = self.tools.run(action, || lock(&state).at_goal()).await?;
         let mut state = lock(&self.state);
         if state.at_goal() {
             state.maze = None;

@@ -1,11 +1,11 @@
 //! Maze tasks: seeded generation with the split rule, and reading a maze back from a task.
 
-use agentrl_core::{Error, Result, SeededRng, Split, Task};
+use agentrl_core::{Error, Result, Split, Task};
 use serde_json::json;
 
 use super::MAZE_ID;
 use super::grid::Grid;
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 
 /// The split a maze belongs to: test iff the stable hash of its rows joined by `/` is
 /// divisible by 5.
@@ -16,15 +16,9 @@ pub fn split_of(grid: &Grid) -> Split {
 /// Maze `index` of `split` for generator `seed`: candidates drawn from
 /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one falls in `split`.
 pub fn generate(seed: u64, split: Split, index: u64) -> Grid {
-    let mut attempt: u64 = 0;
-    loop {
-        let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
-        let grid = Grid::random(&mut rng);
-        if split_of(&grid) == split {
-            return grid;
-        }
-        attempt = attempt.wrapping_add(1);
-    }
+    draw_in_split(seed, split, index, |rng| {
+        Some(Grid::random(rng)).filter(|grid| split_of(grid) == split)
+    })
 }
 
 /// The task for `grid`, with id `{split}-{index}` and the rows as data.

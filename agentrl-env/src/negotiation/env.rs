@@ -12,8 +12,10 @@ use serde_json::{Value, json};
 use super::NEGOTIATION_ID;
 use super::deal::{Seat, Table, split_text};
 use super::task::deal_of;
-use super::tools::{AcceptTool, ProposeTool, Shared, lock};
+use super::tools::{AcceptTool, ProposeTool, Shared};
+use crate::locking::lock;
 use crate::session::{continue_step, invalid_step, run_tool_calls, wrong_role};
+use crate::tool_env::SessionTools;
 
 /// What to do instead of a malformed action.
 const HINT: &str = "on your turn call propose (the items you keep) or accept";
@@ -71,7 +73,7 @@ fn briefing(table: &Table, seat: Seat) -> String {
 /// One `negotiation` session, without turn limit (the factory adds it).
 pub struct NegotiationEnv {
     shared: Arc<Mutex<Shared>>,
-    tools: std::result::Result<ToolBox, String>,
+    tools: SessionTools,
     controls: [Control; 2],
 }
 
@@ -80,7 +82,7 @@ impl NegotiationEnv {
     /// must be [`Control::Policy`], otherwise `reset` fails.
     pub fn new(controls: [Control; 2]) -> Self {
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let tools = ToolBox::new(ToolLimits::default())
+        let built = ToolBox::new(ToolLimits::default())
             .with(ProposeTool {
                 shared: Arc::clone(&shared),
             })
@@ -92,7 +94,7 @@ impl NegotiationEnv {
             .map_err(|e| format!("cannot set up the tools: {e}"));
         NegotiationEnv {
             shared,
-            tools,
+            tools: SessionTools::new(NEGOTIATION_ID, built),
             controls,
         }
     }
@@ -167,11 +169,7 @@ impl Env for NegotiationEnv {
                 "negotiation: at least one seat must be played by the policy".into(),
             ));
         }
-        let tools = self
-            .tools
-            .as_ref()
-            .map_err(|why| Error::env(NEGOTIATION_ID, why.clone()))?
-            .specs();
+        let tools = self.tools.get()?.specs();
         lock(&self.shared).table = Some(Table::new(deal_of(task)?));
         let messages = self.advance(true)?;
         Ok(Observation { messages, tools })
@@ -224,10 +222,7 @@ impl Env for NegotiationEnv {
                 "no tool call"
             }));
         }
-        let toolbox = self
-            .tools
-            .as_ref()
-            .map_err(|why| Error::env(NEGOTIATION_ID, why.clone()))?;
+        let toolbox = self.tools.get()?;
         lock(&self.shared).actor = Some(actor);
         let shared = Arc::clone(&self.shared);
         let moved = || {

@@ -1,13 +1,14 @@
 //! The `propose` and `accept` tools of `negotiation`, acting for the seat whose step is
 //! running, on the table they share with the session.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::deal::{ITEMS, Move, Seat, Table};
+use crate::locking::lock;
 
 /// The table, the seat acting in the current step, and moves not yet reported.
 #[derive(Debug, Default)]
@@ -18,13 +19,6 @@ pub(crate) struct Shared {
     pub(crate) actor: Option<Seat>,
     /// Moves (mover, description) not yet reported to the other seat.
     pub(crate) events: Vec<(Seat, String)>,
-}
-
-/// Locks `shared`, recovering it if a holder panicked.
-pub(crate) fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    shared
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Applies the acting seat's move for a tool.

@@ -7,7 +7,7 @@ use agentrl_core::{Error, Result, SeededRng, Split, Task};
 use serde_json::{Value, json};
 
 use super::OS_SHELL_ID;
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 use crate::workspace::{files_of, files_to_json};
 
 /// What a task asks.
@@ -215,24 +215,19 @@ fn file_tree(rng: &mut SeededRng) -> BTreeMap<String, String> {
 /// Task `index` of `split` for generator `seed`: candidates drawn from
 /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one falls in `split`.
 pub fn generate(seed: u64, split: Split, index: u64) -> ShellTask {
-    let mut attempt: u64 = 0;
-    loop {
-        let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
-        let files = file_tree(&mut rng);
+    draw_in_split(seed, split, index, |rng| {
+        let files = file_tree(rng);
         let question = match rng.range(0, 3) {
             0 => Question::CountMatching {
-                word: pick(&mut rng, &["ERROR", "WARN"]).to_string(),
+                word: pick(rng, &["ERROR", "WARN"]).to_string(),
             },
             1 => Question::LargestFile,
             2 => Question::CountLines,
             _ => Question::RenameTxt,
         };
         let task = ShellTask { files, question };
-        if split_of_text(&task.data().to_string()) == split {
-            return task;
-        }
-        attempt = attempt.wrapping_add(1);
-    }
+        (split_of_text(&task.data().to_string()) == split).then_some(task)
+    })
 }
 
 /// The task for `shell_task`, with id `{split}-{index}`.

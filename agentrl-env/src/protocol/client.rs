@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 
 use super::{
     CancelResponse, ErrorBody, InteractRequest, InteractResponse, SESSION_HEADER, SessionInfo,
-    StartSampleRequest, StartSampleResponse, WorkerInfo,
+    StartSampleRequest, StartSampleResponse, WorkerInfo, indices_route,
 };
 use crate::registry::{EnvFactory, Solver, lookup};
 
@@ -158,7 +158,7 @@ impl ProtocolClient {
 
     /// `GET /api/get_indices`: task indices of `split` the server lists for env `name`.
     pub async fn get_indices(&self, name: &str, split: Split) -> Result<Vec<u64>> {
-        let route = format!("/api/get_indices?name={}&split={split}", encode(name));
+        let route = indices_route(name, split);
         let (_, indices) = self
             .call::<(), _>(name, Method::GET, &route, None, None)
             .await?;
@@ -240,19 +240,6 @@ impl ProtocolClient {
             .await?;
         Ok(answer)
     }
-}
-
-/// Percent-encodes a query value (env ids are plain, but never trust that).
-fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// An [`Env`] whose session lives on an env server.

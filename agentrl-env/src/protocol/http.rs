@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 
 use agentrl_core::{Error, Result};
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::Query;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
@@ -14,7 +15,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::{ErrorBody, SESSION_HEADER};
+use super::{ErrorBody, IndicesQuery, SESSION_HEADER};
 
 /// An error answer: a status and a message, sent as `{"error": message}`.
 #[derive(Debug)]
@@ -63,6 +64,22 @@ pub(crate) fn parse_body<T: DeserializeOwned>(
         };
         ApiError::new(status, format!("invalid {what} body: {e}"))
     })
+}
+
+/// The query of `GET /api/get_indices`: 400 when it does not parse.
+pub(crate) fn indices_query(
+    query: std::result::Result<Query<IndicesQuery>, QueryRejection>,
+) -> std::result::Result<IndicesQuery, ApiError> {
+    let Query(query) = query.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "invalid query ({}); expected ?name=ENV[&split=train|test]",
+                e.body_text()
+            ),
+        )
+    })?;
+    Ok(query)
 }
 
 /// The numeric session id of the `session_id` header: 400 when it is missing, 404 when it is

@@ -24,6 +24,7 @@
 
 pub mod client;
 pub mod controller;
+mod ended;
 mod http;
 mod periodic;
 pub mod server;
@@ -42,6 +43,24 @@ pub use server::{EnvServer, ServerConfig, ServerHandle, serve};
 /// Name of the HTTP header that carries the session id (answer of `start_sample`, request of
 /// `interact` and `cancel`).
 pub const SESSION_HEADER: &str = "session_id";
+
+/// The `get_indices` route (path and query) for env `name` and `split`.
+pub(crate) fn indices_route(name: &str, split: Split) -> String {
+    format!("/api/get_indices?name={}&split={split}", encode(name))
+}
+
+/// Percent-encodes a query value (env ids are plain, but never trust that).
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
 
 /// Where a sample (one episode on the server) stands, as `interact` reports it.
 ///

@@ -7,10 +7,10 @@
 //! [`ServerConfig::session_ttl`] expire (swept in the background by [`serve`], and lazily when
 //! the server is full); at most [`ServerConfig::max_sessions`] live at once.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentrl_core::{Env, Error, Message, Result, Split, Task};
@@ -23,15 +23,14 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tokio::task::JoinHandle;
 
-use super::http::{ApiError, ServiceHandle, Serving, parse_body, session_id};
+use super::ended::{Ended, EndedLog};
+use super::http::{ApiError, ServiceHandle, Serving, indices_query, parse_body, session_id};
 use super::{
     CancelResponse, IndicesQuery, InteractRequest, InteractResponse, SESSION_HEADER, SampleStatus,
     SessionInfo, StartSampleRequest, StartSampleResponse, WorkerInfo,
 };
 use crate::EnvFactory;
-
-/// How many ended session ids the server remembers, to say why a late request fails.
-const ENDED_MEMORY: usize = 65_536;
+use crate::locking::lock;
 
 /// Server settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,17 +55,6 @@ impl Default for ServerConfig {
             task_count: 200,
         }
     }
-}
-
-/// Why a session is gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ended {
-    /// Its episode finished with this status.
-    Finished(SampleStatus),
-    /// `cancel` removed it.
-    Cancelled,
-    /// It sat idle for longer than the TTL.
-    Expired,
 }
 
 /// What a session's mutex guards.
@@ -96,26 +84,6 @@ impl Session {
     }
 }
 
-/// Ended session ids, oldest first, bounded by [`ENDED_MEMORY`].
-#[derive(Default)]
-struct EndedLog {
-    reasons: HashMap<u64, Ended>,
-    order: VecDeque<u64>,
-}
-
-impl EndedLog {
-    fn record(&mut self, id: u64, why: Ended) {
-        if self.reasons.insert(id, why).is_none() {
-            self.order.push_back(id);
-        }
-        while self.order.len() > ENDED_MEMORY {
-            if let Some(old) = self.order.pop_front() {
-                self.reasons.remove(&old);
-            }
-        }
-    }
-}
-
 /// State shared by all handlers.
 struct Shared {
     envs: BTreeMap<String, Arc<dyn EnvFactory>>,
@@ -123,12 +91,6 @@ struct Shared {
     sessions: Mutex<HashMap<u64, Arc<Session>>>,
     ended: Mutex<EndedLog>,
     next_id: AtomicU64,
-}
-
-/// Locks a std mutex, recovering the data if a holder panicked (the maps stay consistent:
-/// every critical section is a single insert/remove).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Shared {
@@ -158,24 +120,7 @@ impl Shared {
 
     /// The error for a request on session `id`, which is not live.
     fn gone(&self, id: u64) -> ApiError {
-        let why = lock(&self.ended).reasons.get(&id).copied();
-        match why {
-            Some(Ended::Finished(status)) => ApiError::new(
-                StatusCode::CONFLICT,
-                format!("session {id} already finished ({status}); start a new sample"),
-            ),
-            Some(Ended::Cancelled) => {
-                ApiError::new(StatusCode::NOT_FOUND, format!("session {id} was cancelled"))
-            }
-            Some(Ended::Expired) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "session {id} expired after {:.1} s idle",
-                    self.config.session_ttl.as_secs_f64()
-                ),
-            ),
-            None => ApiError::new(StatusCode::NOT_FOUND, format!("unknown session id {id}")),
-        }
+        lock(&self.ended).gone(id, self.config.session_ttl)
     }
 
     /// Takes session `id` out of the map (if it is still there) and records why.
@@ -318,15 +263,7 @@ async fn get_indices(
     State(shared): State<Arc<Shared>>,
     query: Result<Query<IndicesQuery>, QueryRejection>,
 ) -> Result<Json<Vec<u64>>, ApiError> {
-    let Query(query) = query.map_err(|e| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "invalid query ({}); expected ?name=ENV[&split=train|test]",
-                e.body_text()
-            ),
-        )
-    })?;
+    let query = indices_query(query)?;
     shared.factory(&query.name)?;
     Ok(Json((0..shared.config.task_count).collect()))
 }
@@ -489,7 +426,7 @@ async fn interact(
         };
         if response.finish {
             let why = Ended::Finished(response.status);
-            state.ended = Some(why);
+            state.ended = Some(why.clone());
             worker.remove(id, why);
         }
         Ok(response)

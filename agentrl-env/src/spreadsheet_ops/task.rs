@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::SPREADSHEET_OPS_ID;
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 
 /// Item names (unique within a sheet).
 const ITEMS: [&str; 20] = [
@@ -230,15 +230,9 @@ impl SheetTask {
     /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one falls in `split`
     /// (test iff the stable hash of the task's JSON is divisible by 5).
     pub fn generate(seed: u64, split: Split, index: u64) -> Self {
-        let mut attempt: u64 = 0;
-        loop {
-            let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
-            attempt = attempt.wrapping_add(1);
-            let task = SheetTask::random(&mut rng);
-            if split_of_text(&json!(task).to_string()) == split {
-                return task;
-            }
-        }
+        draw_in_split(seed, split, index, |rng| {
+            Some(SheetTask::random(rng)).filter(|t| split_of_text(&json!(t).to_string()) == split)
+        })
     }
 
     /// The task with id `{split}-{index}`, whose data is this task as JSON plus its text.

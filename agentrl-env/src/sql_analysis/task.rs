@@ -1,14 +1,14 @@
 //! `sql-analysis` tasks: seeded generation of a shop and a question with the split rule, and
 //! reading them back from a [`Task`].
 
-use agentrl_core::{Error, Result, SeededRng, Split, Task};
+use agentrl_core::{Error, Result, Split, Task};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::SQL_ANALYSIS_ID;
 use super::data::Shop;
 use super::question::{Question, Truth};
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 
 /// One task: the database rows, the question and its ground truth.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,26 +33,17 @@ impl SqlTask {
     /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one has a unique answer
     /// and falls in `split`.
     pub fn generate(seed: u64, split: Split, index: u64) -> Self {
-        let mut attempt: u64 = 0;
-        loop {
-            let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
-            attempt = attempt.wrapping_add(1);
-            let shop = Shop::random(&mut rng);
-            let Some(question) = Question::random(&mut rng, &shop) else {
-                continue;
-            };
-            let Some(truth) = question.truth(&shop) else {
-                continue;
-            };
+        draw_in_split(seed, split, index, |rng| {
+            let shop = Shop::random(rng);
+            let question = Question::random(rng, &shop)?;
+            let truth = question.truth(&shop)?;
             let task = SqlTask {
                 shop,
                 question,
                 truth,
             };
-            if task.split() == split {
-                return task;
-            }
-        }
+            (task.split() == split).then_some(task)
+        })
     }
 
     /// The task with id `{split}-{index}`; its data holds the rows, the question (with its

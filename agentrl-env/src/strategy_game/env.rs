@@ -1,13 +1,12 @@
 //! The `strategy-game` session and its `drop` tool, which share the game behind a mutex: each
 //! drop is answered by the scripted opponent's move; a full column is an invalid action.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use agentrl_core::{
     Env, Error, Message, Observation, Result, SeededRng, Step, Task, Tool, ToolContext, ToolError,
     ToolSpec,
 };
-use agentrl_tools::{ToolBox, ToolLimits};
 use async_trait::async_trait;
 use serde_json::json;
 
@@ -15,7 +14,9 @@ use super::STRATEGY_GAME_ID;
 use super::board::{Board, Piece};
 use super::search::Opponent;
 use super::task::game_of;
-use crate::session::{continue_step, invalid_step, run_tool_calls, wrong_role};
+use crate::locking::lock;
+use crate::session::{continue_step, require_tool_calls};
+use crate::tool_env::{SessionTools, single_arg_spec};
 
 /// What to do instead of a malformed action.
 const HINT: &str = "call the drop tool with a column from 1 to 7";
@@ -114,11 +115,6 @@ fn columns_text(board: &Board) -> String {
     free.join(", ")
 }
 
-/// Locks `play`, recovering it if a holder panicked.
-fn lock(play: &Mutex<Option<Play>>) -> MutexGuard<'_, Option<Play>> {
-    play.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// The `drop` tool: drops the agent's piece into a column, then the opponent replies.
 #[derive(Debug)]
 pub struct DropTool {
@@ -128,15 +124,11 @@ pub struct DropTool {
 #[async_trait]
 impl Tool for DropTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
+        single_arg_spec(
             "drop",
             "Drop your piece into a column (1 = leftmost, 7 = rightmost); the opponent replies.",
-            json!({
-                "type": "object",
-                "properties": { "column": { "type": "integer", "minimum": 1, "maximum": 7 } },
-                "required": ["column"],
-                "additionalProperties": false
-            }),
+            "column",
+            json!({ "type": "integer", "minimum": 1, "maximum": 7 }),
         )
     }
 
@@ -163,7 +155,7 @@ impl Tool for DropTool {
 /// One `strategy-game` session, without turn limit (the factory adds it).
 pub struct StrategyGameEnv {
     play: Arc<Mutex<Option<Play>>>,
-    tools: std::result::Result<ToolBox, String>,
+    tools: SessionTools,
 }
 
 impl Default for StrategyGameEnv {
@@ -176,19 +168,11 @@ impl StrategyGameEnv {
     /// A session whose tool box holds the `drop` tool.
     pub fn new() -> Self {
         let play = Arc::new(Mutex::new(None));
-        let tools = ToolBox::new(ToolLimits::default())
-            .with(DropTool {
-                play: Arc::clone(&play),
-            })
-            .map_err(|e| format!("cannot set up the drop tool: {e}"));
+        let drop_tool = DropTool {
+            play: Arc::clone(&play),
+        };
+        let tools = SessionTools::single(STRATEGY_GAME_ID, "drop", drop_tool);
         StrategyGameEnv { play, tools }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(STRATEGY_GAME_ID, why.clone()))
     }
 }
 
@@ -200,7 +184,7 @@ impl Env for StrategyGameEnv {
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         *lock(&self.play) = None;
-        let tools = self.toolbox()?.specs();
+        let tools = self.tools.get()?.specs();
         let game = game_of(task)?;
         *lock(&self.play) = Some(Play {
             board: game.board(),
@@ -222,22 +206,12 @@ impl Env for StrategyGameEnv {
                 "step called outside an episode",
             ));
         }
-        if let Some(reason) = wrong_role(action) {
-            return Ok(invalid_step(&reason, HINT));
+        if let Some(refused) = require_tool_calls(action, HINT) {
+            return Ok(refused);
         }
-        if action.tool_calls.is_empty() {
-            let reason = if action.text().trim().is_empty() {
-                "empty message"
-            } else {
-                "no tool call"
-            };
-            return Ok(invalid_step(reason, HINT));
-        }
-        let toolbox = self.toolbox()?;
         let play = Arc::clone(&self.play);
         let over = || lock(&play).as_ref().is_some_and(|p| p.outcome.is_some());
-        let (messages, mut info) =
-            run_tool_calls(toolbox, &ToolContext::default(), action, over).await;
+        let (messages, mut info) = self.tools.run(action, over).await?;
         let mut guard = lock(&self.play);
         let Some(outcome) = guard.as_ref().and_then(|p| p.outcome) else {
             return Ok(continue_step(messages, info));

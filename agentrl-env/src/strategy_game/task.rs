@@ -1,13 +1,13 @@
 //! `strategy-game` tasks: a seeded opening of 0-4 random plies, the opponent's strength and
 //! seed, with the split rule and reading a task back.
 
-use agentrl_core::{Error, Result, SeededRng, Split, Task};
+use agentrl_core::{Error, Result, Split, Task};
 use serde_json::{Value, json};
 
 use super::STRATEGY_GAME_ID;
 use super::board::{Board, Piece};
 use super::search::Opponent;
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 
 /// One game to play.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,9 +64,7 @@ impl Game {
 /// `SeededRng::from_parts(&[seed, split, index, attempt])` (none already won) until one falls
 /// in `split`.
 pub fn generate(seed: u64, opponent: Opponent, split: Split, index: u64) -> Game {
-    let mut attempt: u64 = 0;
-    loop {
-        let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
+    draw_in_split(seed, split, index, |rng| {
         let plies = rng.range(0, 4);
         let mut board = Board::default();
         let mut opening = Vec::new();
@@ -81,11 +79,9 @@ pub fn generate(seed: u64, opponent: Opponent, split: Split, index: u64) -> Game
             opponent,
             opponent_seed: rng.next_u64() % 1_000_000,
         };
-        if board.winner().is_none() && split_of_text(&game.data().to_string()) == split {
-            return game;
-        }
-        attempt = attempt.wrapping_add(1);
-    }
+        let in_split = split_of_text(&game.data().to_string()) == split;
+        (board.winner().is_none() && in_split).then_some(game)
+    })
 }
 
 /// The task for `game`, with id `{split}-{index}`.

@@ -1,12 +1,11 @@
 //! The `text-adventure` session and its `act` tool, which share the world state behind a
 //! mutex. Commands may also be sent as plain text messages.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use agentrl_core::{
     Env, Error, Message, Observation, Result, Step, Task, Tool, ToolContext, ToolError, ToolSpec,
 };
-use agentrl_tools::{ToolBox, ToolLimits};
 use async_trait::async_trait;
 use serde_json::json;
 
@@ -14,7 +13,9 @@ use super::TEXT_ADVENTURE_ID;
 use super::command::Command;
 use super::task::world_of;
 use super::world::{State, World};
-use crate::session::{continue_step, final_step, invalid_step, run_tool_calls, wrong_role};
+use crate::locking::lock;
+use crate::session::{continue_step, final_step, invalid_step, wrong_role};
+use crate::tool_env::{SessionTools, single_arg_spec};
 
 /// What to do instead of a malformed action.
 const HINT: &str = "send a command such as `go north` or `take key`";
@@ -49,11 +50,6 @@ impl Game {
     }
 }
 
-/// Locks `game`, recovering it if a holder panicked.
-fn lock(game: &Mutex<Game>) -> MutexGuard<'_, Game> {
-    game.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// The `act` tool: runs one adventure command.
 #[derive(Debug)]
 pub struct ActTool {
@@ -63,15 +59,11 @@ pub struct ActTool {
 #[async_trait]
 impl Tool for ActTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec::function(
+        single_arg_spec(
             "act",
             "Run a command: go DIR, take X, drop X, open X, put X in Y, look, inventory.",
-            json!({
-                "type": "object",
-                "properties": { "command": { "type": "string" } },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
+            "command",
+            json!({ "type": "string" }),
         )
     }
 
@@ -94,8 +86,7 @@ impl Tool for ActTool {
 /// the world refuses (a locked chest, a missing exit) are ordinary moves with a `cannot:` reply.
 pub struct TextAdventureEnv {
     game: Arc<Mutex<Game>>,
-    tools: std::result::Result<ToolBox, String>,
-    ctx: ToolContext,
+    tools: SessionTools,
 }
 
 impl Default for TextAdventureEnv {
@@ -108,23 +99,11 @@ impl TextAdventureEnv {
     /// A session whose tool box holds the `act` tool; a refused tool is reported by `reset`.
     pub fn new() -> Self {
         let game = Arc::new(Mutex::new(Game::default()));
-        let tools = ToolBox::new(ToolLimits::default())
-            .with(ActTool {
-                game: Arc::clone(&game),
-            })
-            .map_err(|e| format!("cannot set up the act tool: {e}"));
-        TextAdventureEnv {
-            game,
-            tools,
-            ctx: ToolContext::default(),
-        }
-    }
-
-    /// The tool box, or the env error explaining why there is none.
-    fn toolbox(&self) -> Result<&ToolBox> {
-        self.tools
-            .as_ref()
-            .map_err(|why| Error::env(TEXT_ADVENTURE_ID, why.clone()))
+        let act_tool = ActTool {
+            game: Arc::clone(&game),
+        };
+        let tools = SessionTools::single(TEXT_ADVENTURE_ID, "act", act_tool);
+        TextAdventureEnv { game, tools }
     }
 
     /// The step after `messages`: final on success, otherwise the episode goes on.
@@ -147,7 +126,7 @@ impl Env for TextAdventureEnv {
 
     async fn reset(&mut self, task: &Task) -> Result<Observation> {
         lock(&self.game).play = None;
-        let tools = self.toolbox()?.specs();
+        let tools = self.tools.get()?.specs();
         let world = world_of(task)?;
         let state = world.initial();
         let text = format!("Goal: {}.\n{}", world.goal_text(), world.look(&state));
@@ -179,10 +158,8 @@ impl Env for TextAdventureEnv {
                 Err(why) => invalid_step(&why, HINT),
             });
         }
-        let toolbox = self.toolbox()?;
         let game = Arc::clone(&self.game);
-        let (messages, info) =
-            run_tool_calls(toolbox, &self.ctx, action, || lock(&game).solved()).await;
+        let (messages, info) = self.tools.run(action, || lock(&game).solved()).await?;
         Ok(self.after(messages, info))
     }
 }

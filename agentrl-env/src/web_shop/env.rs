@@ -11,7 +11,7 @@ use super::WEB_SHOP_ID;
 use super::site::{Shared, Store, lock, router};
 use super::task::shop_of;
 use crate::local_server::Served;
-use crate::session::{continue_step, invalid_step, run_tool_calls, wrong_role};
+use crate::session::{continue_step, require_tool_calls, run_tool_calls};
 
 /// What to do instead of a malformed action.
 const HINT: &str = "call the browser tool (open, click, fill, submit, back) and buy the product";
@@ -103,16 +103,8 @@ impl Env for WebShopEnv {
         else {
             return Err(Error::env(WEB_SHOP_ID, "step called outside an episode"));
         };
-        if let Some(reason) = wrong_role(action) {
-            return Ok(invalid_step(&reason, HINT));
-        }
-        if action.tool_calls.is_empty() {
-            let reason = if action.text().trim().is_empty() {
-                "empty message"
-            } else {
-                "no tool call"
-            };
-            return Ok(invalid_step(reason, HINT));
+        if let Some(refused) = require_tool_calls(action, HINT) {
+            return Ok(refused);
         }
         let shared = self.shared.clone();
         let bought = move || lock(&shared).as_ref().is_some_and(|s| s.purchase.is_some());

@@ -1,11 +1,11 @@
 //! Shop tasks: seeded generation with the split rule, and reading a shop back from a task.
 
-use agentrl_core::{Error, Result, SeededRng, Split, Task};
+use agentrl_core::{Error, Result, Split, Task};
 use serde_json::json;
 
 use super::WEB_SHOP_ID;
 use super::catalog::Shop;
-use crate::session::split_of_text;
+use crate::session::{draw_in_split, split_of_text};
 
 /// The split a shop belongs to: test iff the stable hash of its JSON is divisible by 5.
 pub fn split_of(shop: &Shop) -> Split {
@@ -15,15 +15,9 @@ pub fn split_of(shop: &Shop) -> Split {
 /// Shop `index` of `split` for generator `seed`: candidates drawn from
 /// `SeededRng::from_parts(&[seed, split, index, attempt])` until one falls in `split`.
 pub fn generate(seed: u64, split: Split, index: u64) -> Shop {
-    let mut attempt: u64 = 0;
-    loop {
-        let mut rng = SeededRng::from_parts(&[seed, split as u64, index, attempt]);
-        let shop = Shop::random(&mut rng);
-        if split_of(&shop) == split {
-            return shop;
-        }
-        attempt = attempt.wrapping_add(1);
-    }
+    draw_in_split(seed, split, index, |rng| {
+        Some(Shop::random(rng)).filter(|shop| split_of(shop) == split)
+    })
 }
 
 /// The task for `shop`, with id `{split}-{index}`, the shop and its instruction as data.

@@ -1,6 +1,9 @@
-//! Helpers shared by the protocol and controller tests: addresses, clients, raw HTTP requests,
-//! error assertions, polling, and many expert sessions played at once.
+//! Helpers shared by the env tests: the env contract checks (`contract`), and for the protocol
+//! and controller tests addresses, clients, raw HTTP requests, error assertions, polling, and
+//! many expert sessions played at once.
 #![allow(dead_code)]
+
+pub mod contract;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
