@@ -1,7 +1,7 @@
 //! Batched, left-padded generation with a KV cache, shared by every tch decoder.
 //!
-//! A model implements [`CachedDecoder`] (one forward over new ids at given positions, with an
-//! attention bias and a cache); [`generate`] does the rest: validation, left padding, per-row
+//! A model implements `CachedDecoder` (one forward over new ids at given positions, with an
+//! attention bias and a cache); the shared `generate` does the rest: validation, left padding, per-row
 //! sampling parameters and random streams, stop ids and the context limit.
 
 use agentrl_core::{Error, FinishReason, Generation, Result, SamplingParams, SeededRng, TokenId};

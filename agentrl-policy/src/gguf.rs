@@ -1,4 +1,4 @@
-//! A reader (and, in [`write`], a writer) for GGUF model files (versions 2 and 3), the format
+//! A reader (and, in [`mod@write`], a writer) for GGUF model files (versions 2 and 3), the format
 //! of llama.cpp.
 //!
 //! A GGUF file is, all little-endian: the magic `GGUF`, a `u32` version, a `u64` tensor count, a

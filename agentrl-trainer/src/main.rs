@@ -85,10 +85,10 @@ enum Command {
         #[command(subcommand)]
         command: env_cli::EnvCommand,
     },
-    /// Re-scores saved trajectories with the config's [reward] tree: one JSON line per
+    /// Re-scores saved trajectories with the config's `[reward]` tree: one JSON line per
     /// trajectory ({task_id, group_id, total, parts}); bad lines and a summary go to stderr.
     Reward {
-        /// Run config (TOML) whose [reward] tree is used.
+        /// Run config (TOML) whose `[reward]` tree is used.
         #[arg(long)]
         config: PathBuf,
         /// Trajectories to score (JSONL).

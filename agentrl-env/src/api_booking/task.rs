@@ -30,7 +30,7 @@ pub fn to_task(world: &World, split: Split, index: u64) -> Task {
     }
 }
 
-/// The world of a task made by [`to_task`]; an error unless it parses and has an answer.
+/// The world of a task made by `to_task`; an error unless it parses and has an answer.
 pub fn world_of(task: &Task) -> Result<World> {
     let bad = |why: String| Error::env(API_BOOKING_ID, format!("task `{}`: {why}", task.id));
     if task.env_id != API_BOOKING_ID {

@@ -32,7 +32,7 @@ pub fn to_task(grid: &Grid, split: Split, index: u64) -> Task {
     }
 }
 
-/// The maze of a task made by [`to_task`]; an error unless the rows form a solvable maze.
+/// The maze of a task made by `to_task`; an error unless the rows form a solvable maze.
 pub fn grid_of(task: &Task) -> Result<Grid> {
     let bad = |why: &str| Error::env(MAZE_ID, format!("task `{}`: {why}", task.id));
     if task.env_id != MAZE_ID {

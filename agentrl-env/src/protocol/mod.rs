@@ -17,8 +17,8 @@
 //! unknown, expired or cancelled session, 409 for a session whose episode already finished,
 //! 503 when the server holds its maximum number of sessions, 500 when an env fails to start.
 //!
-//! [`server`] serves any set of [`EnvFactory`](crate::EnvFactory)s; [`client`] has
-//! [`RemoteEnv`](client::RemoteEnv) and [`RemoteEnvFactory`](client::RemoteEnvFactory), with
+//! [`server`] serves any set of [`crate::EnvFactory`]s; [`client`] has
+//! [`client::RemoteEnv`] and [`client::RemoteEnvFactory`], with
 //! which the trainer trains against remote envs exactly as against in-process ones;
 //! [`controller`] fronts many env servers behind one address.
 

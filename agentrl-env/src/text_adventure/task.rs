@@ -31,7 +31,7 @@ pub fn to_task(world: &World, split: Split, index: u64) -> Task {
     }
 }
 
-/// The world of a task made by [`to_task`]; an error unless it is consistent and solvable.
+/// The world of a task made by `to_task`; an error unless it is consistent and solvable.
 pub fn world_of(task: &Task) -> Result<World> {
     let bad = |why: String| Error::env(TEXT_ADVENTURE_ID, format!("task `{}`: {why}", task.id));
     if task.env_id != TEXT_ADVENTURE_ID {

@@ -30,7 +30,7 @@ pub fn to_task(shop: &Shop, split: Split, index: u64) -> Task {
     }
 }
 
-/// The shop of a task made by [`to_task`]; an error unless it parses.
+/// The shop of a task made by `to_task`; an error unless it parses.
 pub fn shop_of(task: &Task) -> Result<Shop> {
     let bad = |why: String| Error::env(WEB_SHOP_ID, format!("task `{}`: {why}", task.id));
     if task.env_id != WEB_SHOP_ID {

@@ -3,7 +3,7 @@
 
 use super::address::{Range, column_letter};
 
-/// What [`Workbook::aggregate`] computes over the numeric cells of a range (`count` counts
+/// What `Workbook::aggregate` computes over the numeric cells of a range (`count` counts
 /// every non-empty cell).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Aggregate {
