@@ -55,6 +55,10 @@ pub(crate) trait CachedDecoder: Send + 'static {
     ) -> Tensor;
     /// Logits `[B, T, V]` of right-padded sequences `[B, T]` (positions `0..T`, causal, no cache).
     fn causal_logits(&self, ids: &Tensor) -> Tensor;
+    /// The final hidden states `[B, T, D]` behind [`CachedDecoder::causal_logits`].
+    fn causal_hidden(&self, ids: &Tensor) -> Tensor;
+    /// Width `D` of the hidden states.
+    fn hidden_size(&self) -> usize;
 }
 
 /// Renders generated ids as text, so generation can stop at stop strings (normally a chat
@@ -83,6 +87,11 @@ pub trait PolicyModel: Send + 'static {
     /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given their prefixes under
     /// `softmax(logits / temperature)`, and the entropy of each distribution.
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor);
+    /// The final hidden states `[B, T, D]` (after the last norm, before the vocabulary
+    /// projection) of right-padded `ids` `[B, T]`: what a value head reads.
+    fn hidden_states(&self, ids: &Tensor) -> Tensor;
+    /// Width `D` of [`PolicyModel::hidden_states`].
+    fn hidden_size(&self) -> usize;
 }
 
 impl<M: CachedDecoder> PolicyModel for M {
@@ -106,6 +115,12 @@ impl<M: CachedDecoder> PolicyModel for M {
         let t = ids.size().get(1).copied().unwrap_or(1);
         let logits = self.causal_logits(&ids.narrow(1, 0, t - 1));
         next_token_logprobs(logits, ids, temperature)
+    }
+    fn hidden_states(&self, ids: &Tensor) -> Tensor {
+        self.causal_hidden(ids)
+    }
+    fn hidden_size(&self) -> usize {
+        CachedDecoder::hidden_size(self)
     }
 }
 
@@ -359,5 +374,11 @@ impl PolicyModel for Box<dyn PolicyModel> {
     }
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
         (**self).token_logprobs(ids, temperature)
+    }
+    fn hidden_states(&self, ids: &Tensor) -> Tensor {
+        (**self).hidden_states(ids)
+    }
+    fn hidden_size(&self) -> usize {
+        (**self).hidden_size()
     }
 }

@@ -150,6 +150,18 @@ impl TinyGpt {
         ids: &Tensor,
         positions: &Tensor,
         bias: Option<&Tensor>,
+        cache: Option<&mut KvCache>,
+    ) -> Tensor {
+        self.head.forward(&self.hidden(ids, positions, bias, cache))
+    }
+
+    /// The final hidden states `[B, T, d_model]` (after `ln_f`) that [`TinyGpt::forward`] turns
+    /// into logits.
+    fn hidden(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        bias: Option<&Tensor>,
         mut cache: Option<&mut KvCache>,
     ) -> Tensor {
         let (b, t) = ids.size2().unwrap_or((1, 1));
@@ -194,7 +206,7 @@ impl TinyGpt {
                 .forward(&block.fc1.forward(&block.ln2.forward(&x)).gelu("none"));
             x = &x + mlp;
         }
-        self.head.forward(&self.ln_f.forward(&x))
+        self.ln_f.forward(&x)
     }
 
     /// Logits `[B, T, V]` of right-padded training sequences `[B, T]` (positions 0..T, causal).
@@ -225,5 +237,12 @@ impl CachedDecoder for TinyGpt {
     }
     fn causal_logits(&self, ids: &Tensor) -> Tensor {
         self.forward_train(ids)
+    }
+    fn causal_hidden(&self, ids: &Tensor) -> Tensor {
+        let positions = crate::decode::causal_positions(ids, self.device);
+        self.hidden(ids, &positions, None, None)
+    }
+    fn hidden_size(&self) -> usize {
+        self.config.d_model
     }
 }

@@ -410,3 +410,15 @@ fn left_padding_does_not_change_a_row() {
         .to_string();
     assert!(e.contains("outside the vocabulary"), "{e}");
 }
+
+#[test]
+fn hidden_states_are_what_the_head_projects() {
+    let (vs, m, _) = tiny(8, true, "llama");
+    let h = tch::no_grad(|| m.hidden_states(&ids()));
+    assert_eq!(h.size(), [2, 7, 32]);
+    assert_eq!(PolicyModel::hidden_size(&m), 32);
+    let embed = &vs.variables()["model.embed_tokens.weight"];
+    let logits = tch::no_grad(|| m.logits(&ids()));
+    let projected = tch::no_grad(|| h.linear::<Tensor>(embed, None));
+    assert!(max_diff(&projected, &logits) < 1e-5);
+}

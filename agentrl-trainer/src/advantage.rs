@@ -1,5 +1,6 @@
-//! Advantage estimation: group baselines (GRPO and its relatives Dr. GRPO and RLOO) and
-//! per-task normalisation (AgentRL).
+//! Advantage estimation: group baselines (GRPO and its relatives Dr. GRPO and RLOO), per-task
+//! normalisation (AgentRL), and per-token generalised advantage estimation against a learned
+//! critic (PPO).
 
 use std::collections::HashMap;
 
@@ -21,17 +22,32 @@ pub enum AdvantageEstimator {
     DrGrpo,
     /// RLOO: `r` minus the mean of the *other* rollouts of the group (an unbiased baseline).
     Rloo,
+    /// PPO: per-token generalised advantage estimation ([`gae`]) against a learned critic
+    /// ([`crate::critic::Critic`]); no group is needed.
+    Gae,
+}
+
+impl AdvantageEstimator {
+    /// Whether advantages are per token from a critic ([`AdvantageEstimator::Gae`]) rather than
+    /// per trajectory from its group.
+    pub fn needs_critic(self) -> bool {
+        self == AdvantageEstimator::Gae
+    }
 }
 
 /// Advantages of `rewards` under `estimator`, groups given by `groups` (one id per reward). A
-/// group whose rewards are all equal gets zeros under every estimator.
+/// group whose rewards are all equal gets zeros under every group estimator;
+/// [`AdvantageEstimator::Gae`] has no group baseline and returns the rewards unchanged (its
+/// per-token advantages come from [`gae`]).
 pub fn advantages(
     estimator: AdvantageEstimator,
     rewards: &Array1<f64>,
     groups: &[u64],
 ) -> Array1<f64> {
-    if estimator == AdvantageEstimator::Grpo {
-        return group_advantages(rewards, groups);
+    match estimator {
+        AdvantageEstimator::Grpo => return group_advantages(rewards, groups),
+        AdvantageEstimator::Gae => return rewards.clone(),
+        AdvantageEstimator::DrGrpo | AdvantageEstimator::Rloo => {}
     }
     let mut adv = Array1::zeros(rewards.len());
     for idx in indices_by_key(groups).values() {
@@ -95,6 +111,69 @@ pub fn normalize_per_task(adv: &mut Array1<f64>, tasks: &[&str]) {
     }
 }
 
+/// Generalised advantage estimation over one trajectory's policy tokens.
+///
+/// `values` and `policy` are aligned with the trajectory's next-token positions (`values[j]`
+/// is the critic's estimate at position `j`; `policy[j]` is 1 when token `j + 1` was generated
+/// by the policy). The policy tokens, in order, are the steps; env tokens between them are not
+/// steps. The only reward is `reward`, at the last policy token. With
+/// `delta_k = r_k + gamma V_{k+1} - V_k` (and `V` after the last step 0), the advantage is
+/// `A_k = delta_k + gamma lambda A_{k+1}` and the return `A_k + V_k`. Returns `(advantages,
+/// returns)`, aligned like `values`, 0 at positions that are not policy tokens.
+pub fn gae(
+    values: &[f32],
+    policy: &[f32],
+    reward: f64,
+    gamma: f64,
+    lambda: f64,
+) -> (Vec<f32>, Vec<f32>) {
+    let n = values.len().min(policy.len());
+    let steps: Vec<usize> = (0..n).filter(|&j| policy[j] > 0.0).collect();
+    let mut advantages = vec![0f32; values.len()];
+    let mut returns = vec![0f32; values.len()];
+    let mut next_value = 0.0;
+    let mut next_advantage = 0.0;
+    for (k, &j) in steps.iter().enumerate().rev() {
+        let r = if k + 1 == steps.len() { reward } else { 0.0 };
+        let v = values[j] as f64;
+        let delta = r + gamma * next_value - v;
+        let a = delta + gamma * lambda * next_advantage;
+        advantages[j] = a as f32;
+        returns[j] = (a + v) as f32;
+        next_value = v;
+        next_advantage = a;
+    }
+    (advantages, returns)
+}
+
+/// Rescales the policy-token advantages of a batch (`policy` marks them, as in [`gae`]) to zero
+/// mean and unit standard deviation, as PPO does; other positions stay 0.
+pub fn whiten(advantages: &mut [Vec<f32>], policy: &[Vec<f32>]) {
+    let live: Vec<f64> = advantages
+        .iter()
+        .zip(policy)
+        .flat_map(|(a, m)| {
+            a.iter()
+                .zip(m)
+                .filter(|(_, m)| **m > 0.0)
+                .map(|(a, _)| *a as f64)
+        })
+        .collect();
+    if live.len() < 2 {
+        return;
+    }
+    let a = Array1::from(live);
+    let mean = a.mean().unwrap_or(0.0);
+    let std = a.std(0.0);
+    for (row, mask) in advantages.iter_mut().zip(policy) {
+        for (a, m) in row.iter_mut().zip(mask) {
+            if *m > 0.0 {
+                *a = ((*a as f64 - mean) / (std + EPS)) as f32;
+            }
+        }
+    }
+}
+
 fn indices_by_key<K: std::hash::Hash + Eq + Copy>(keys: &[K]) -> HashMap<K, Vec<usize>> {
     let mut map: HashMap<K, Vec<usize>> = HashMap::new();
     for (i, &k) in keys.iter().enumerate() {
@@ -134,6 +213,44 @@ mod tests {
         }
         let grpo = advantages(AdvantageEstimator::Grpo, &r, &g);
         assert_eq!(grpo, group_advantages(&r, &g));
+    }
+
+    #[test]
+    fn gae_by_hand_skips_env_tokens() {
+        // Positions: policy, policy, env, env, policy. Values 0.5, 0.25, (9, 9 ignored), 0.5.
+        let values = [0.5, 0.25, 9.0, 9.0, 0.5];
+        let policy = [1.0, 1.0, 0.0, 0.0, 1.0];
+        let (a, r) = gae(&values, &policy, 1.0, 1.0, 0.5);
+        // Last step: delta = 1 - 0.5 = 0.5, A = 0.5.
+        // Middle: delta = 0 + 0.5 - 0.25 = 0.25, A = 0.25 + 0.5 * 0.5 = 0.5.
+        // First: delta = 0 + 0.25 - 0.5 = -0.25, A = -0.25 + 0.5 * 0.5 = 0.
+        assert_eq!(a, vec![0.0, 0.5, 0.0, 0.0, 0.5]);
+        assert_eq!(r, vec![0.5, 0.75, 0.0, 0.0, 1.0]);
+        // lambda = 1, gamma = 1: every advantage is the reward minus the step's own value.
+        let (a, r) = gae(&values, &policy, 1.0, 1.0, 1.0);
+        assert_eq!(a, vec![0.5, 0.75, 0.0, 0.0, 0.5]);
+        assert_eq!(r, vec![1.0, 1.0, 0.0, 0.0, 1.0]);
+        // gamma discounts per policy step.
+        let (_, r) = gae(&[0.0; 3], &[1.0; 3], 1.0, 0.5, 1.0);
+        assert_eq!(r, vec![0.25, 0.5, 1.0]);
+        // No policy token: nothing to estimate.
+        let (a, _) = gae(&[1.0, 2.0], &[0.0, 0.0], 1.0, 1.0, 1.0);
+        assert_eq!(a, vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn whitening_touches_only_policy_tokens() {
+        let mut adv = vec![vec![1.0, 7.0, 3.0], vec![5.0]];
+        let policy = vec![vec![1.0, 0.0, 1.0], vec![1.0]];
+        whiten(&mut adv, &policy);
+        assert_eq!(adv[0][1], 7.0);
+        let live = [adv[0][0] as f64, adv[0][2] as f64, adv[1][0] as f64];
+        let mean = live.iter().sum::<f64>() / 3.0;
+        assert!(mean.abs() < 1e-6, "{live:?}");
+        assert!(
+            (live[0] + 1.2247).abs() < 1e-3 && live[1].abs() < 1e-6,
+            "{live:?}"
+        );
     }
 
     #[test]

@@ -236,9 +236,22 @@ pub struct RlConfig {
     /// Max tokens per turn.
     #[serde(default = "default_max_new_tokens")]
     pub max_new_tokens: usize,
-    /// How advantages come from a group's rewards: `grpo` (default), `dr_grpo` or `rloo`.
+    /// How advantages are estimated: from a group's rewards, `grpo` (default), `dr_grpo` or
+    /// `rloo`; or per token against a learned critic, `gae` (PPO).
     #[serde(default)]
     pub advantage: crate::advantage::AdvantageEstimator,
+    /// PPO (`advantage = "gae"`): GAE's lambda, in `[0, 1]`.
+    #[serde(default = "default_gae_lambda")]
+    pub gae_lambda: f64,
+    /// PPO: the discount per policy token, in `[0, 1]`.
+    #[serde(default = "default_gamma")]
+    pub gamma: f64,
+    /// PPO: the critic's learning rate (default: `lr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub critic_lr: Option<f64>,
+    /// PPO: how far a new value may move from the value the advantages were computed with.
+    #[serde(default = "default_value_clip")]
+    pub value_clip: f64,
     /// Normalise advantages per task across the batch (AgentRL's task advantage normalisation).
     #[serde(default = "default_true")]
     pub task_normalization: bool,
@@ -261,6 +274,15 @@ fn default_top_p() -> f32 {
 }
 fn default_max_new_tokens() -> usize {
     48
+}
+fn default_gae_lambda() -> f64 {
+    0.95
+}
+fn default_gamma() -> f64 {
+    1.0
+}
+fn default_value_clip() -> f64 {
+    0.2
 }
 fn default_true() -> bool {
     true
@@ -335,15 +357,34 @@ impl RunConfig {
     /// Checks values that serde cannot.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let rl = &self.rl;
-        if rl.group_size < 2 {
+        if rl.advantage.needs_critic() {
+            if rl.group_size == 0 {
+                return Err("rl.group_size must be at least 1".into());
+            }
+            for (name, v) in [("rl.gae_lambda", rl.gae_lambda), ("rl.gamma", rl.gamma)] {
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(format!("{name} must be in [0, 1], got {v}"));
+                }
+            }
+            if !(rl.value_clip > 0.0 && rl.value_clip.is_finite()) {
+                return Err(format!("rl.value_clip must be > 0, got {}", rl.value_clip));
+            }
+        } else if rl.group_size < 2 {
             return Err(
-                "rl.group_size must be at least 2 (advantages are relative to the group)".into(),
+                "rl.group_size must be at least 2 (advantages are relative to the group; \
+                 advantage = \"gae\" learns a critic instead)"
+                    .into(),
             );
         }
         if rl.tasks_per_step == 0 || self.sft.batch_size == 0 {
             return Err("rl.tasks_per_step and sft.batch_size must be positive".into());
         }
-        for (name, v) in [("rl.lr", rl.lr), ("sft.lr", self.sft.lr)] {
+        let critic_lr = rl.critic_lr.unwrap_or(rl.lr);
+        for (name, v) in [
+            ("rl.lr", rl.lr),
+            ("sft.lr", self.sft.lr),
+            ("rl.critic_lr", critic_lr),
+        ] {
             if !(v > 0.0 && v.is_finite()) {
                 return Err(format!("{name} must be a positive number, got {v}"));
             }

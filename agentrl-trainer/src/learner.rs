@@ -1,4 +1,5 @@
-//! The learner: the trainable model, its optimiser, and the SFT and GRPO update steps.
+//! The learner: the trainable model, its optimiser, and the SFT and policy-gradient update
+//! steps (GRPO and its relatives with one advantage per trajectory, PPO with one per token).
 
 use std::path::Path;
 
@@ -28,6 +29,16 @@ pub struct UpdateStats {
     pub grad_norm: f64,
     /// Trained tokens.
     pub tokens: usize,
+}
+
+/// Advantages of a policy-gradient step, for the batch's trajectories in order.
+#[derive(Debug, Clone, Copy)]
+pub enum Advantages<'a> {
+    /// One per trajectory, applied to all of its policy tokens (GRPO, Dr. GRPO, RLOO).
+    PerTrajectory(&'a [f64]),
+    /// One per next-token position of each trajectory (`num_tokens - 1` values, as
+    /// [`crate::advantage::gae`] gives them); only policy positions count.
+    PerToken(&'a [Vec<f32>]),
 }
 
 /// GRPO hyper-parameters used by [`Learner::grpo_step`].
@@ -201,30 +212,7 @@ impl Learner {
 
     /// After the micro-batches' `backward` calls: global grad norm, clipping, AdamW step.
     fn finish_step(&mut self, grad_clip: f64) -> f64 {
-        let grad_norm = tch::no_grad(|| {
-            let norms: Vec<Tensor> = self
-                .vs
-                .trainable_variables()
-                .iter()
-                .map(|v| v.grad())
-                .filter(|g| g.defined())
-                .map(|g| g.norm().square())
-                .collect();
-            (!norms.is_empty()).then(|| {
-                Tensor::stack(&norms, 0)
-                    .sum(Kind::Float)
-                    .sqrt()
-                    .double_value(&[])
-            })
-        });
-        let Some(grad_norm) = grad_norm else {
-            return 0.0;
-        };
-        if grad_norm.is_finite() {
-            self.opt.clip_grad_norm(grad_clip);
-            self.opt.step();
-        }
-        grad_norm
+        clip_and_step(&self.vs, &mut self.opt, grad_clip)
     }
 
     /// One behaviour-cloning step: mean cross-entropy over policy tokens.
@@ -245,12 +233,23 @@ impl Learner {
         stats
     }
 
-    /// One GRPO step: token-level clipped surrogate over policy tokens, ratio against the
-    /// rollout logprobs, optional k3 KL to the reference. `advantages` aligns with `batch`.
+    /// One GRPO step: [`Learner::policy_step`] with one advantage per trajectory.
     pub fn grpo_step(
         &mut self,
         batch: &[&Trajectory],
         advantages: &[f64],
+        p: GrpoParams,
+    ) -> UpdateStats {
+        self.policy_step(batch, Advantages::PerTrajectory(advantages), p)
+    }
+
+    /// One policy-gradient step: token-level clipped surrogate over policy tokens, ratio
+    /// against the rollout logprobs, optional k3 KL to the reference. `advantages` aligns with
+    /// `batch`.
+    pub fn policy_step(
+        &mut self,
+        batch: &[&Trajectory],
+        advantages: Advantages<'_>,
         p: GrpoParams,
     ) -> UpdateStats {
         let (chunks, denom) = self.packed_chunks(batch);
@@ -258,13 +257,22 @@ impl Learner {
         let mut stats = UpdateStats::default();
         for (first, packed) in &chunks {
             let rows = packed.ids.size()[0] as usize;
-            let adv: Vec<f32> = advantages
-                .iter()
-                .skip(*first)
-                .take(rows)
-                .map(|&a| a as f32)
-                .collect();
-            let adv = Tensor::from_slice(&adv).view([-1, 1]).to(self.device);
+            let adv = match advantages {
+                Advantages::PerTrajectory(all) => {
+                    let adv: Vec<f32> = all
+                        .iter()
+                        .skip(*first)
+                        .take(rows)
+                        .map(|&a| a as f32)
+                        .collect();
+                    Tensor::from_slice(&adv).view([-1, 1]).to(self.device)
+                }
+                Advantages::PerToken(all) => crate::critic::padded(
+                    &all[*first..(*first + rows).min(all.len())],
+                    packed.mask.size()[1],
+                    self.device,
+                ),
+            };
             let (logp, entropy) = self.model.token_logprobs(&packed.ids, p.temperature);
             let mask = &packed.mask;
             let ratio = (&logp - &packed.old_logprobs).exp();
@@ -295,4 +303,32 @@ impl Learner {
         stats.grad_norm = self.finish_step(p.grad_clip);
         stats
     }
+}
+
+/// The global norm of the gradients of `vs`'s trainable variables; when it is finite, clips
+/// them to `grad_clip` and takes an optimiser step. Returns the norm (0 without gradients).
+pub(crate) fn clip_and_step(vs: &nn::VarStore, opt: &mut nn::Optimizer, grad_clip: f64) -> f64 {
+    let grad_norm = tch::no_grad(|| {
+        let norms: Vec<Tensor> = vs
+            .trainable_variables()
+            .iter()
+            .map(|v| v.grad())
+            .filter(|g| g.defined())
+            .map(|g| g.norm().square())
+            .collect();
+        (!norms.is_empty()).then(|| {
+            Tensor::stack(&norms, 0)
+                .sum(Kind::Float)
+                .sqrt()
+                .double_value(&[])
+        })
+    });
+    let Some(grad_norm) = grad_norm else {
+        return 0.0;
+    };
+    if grad_norm.is_finite() {
+        opt.clip_grad_norm(grad_clip);
+        opt.step();
+    }
+    grad_norm
 }

@@ -23,6 +23,7 @@ pub mod advantage;
 pub mod batch;
 pub mod checkpoint;
 pub mod config;
+pub mod critic;
 pub mod demos;
 pub mod device;
 pub mod envs;

@@ -1,8 +1,10 @@
-//! The learner's updates move the model the right way, and checkpoints round-trip.
+//! The learner's updates move the model the right way (per-trajectory and per-token
+//! advantages), the PPO critic learns returns, and checkpoints round-trip.
 
 use agentrl_core::{FinishReason, Outcome, Split, Trajectory, Turn};
 use agentrl_policy::GptConfig;
-use agentrl_trainer::learner::{GrpoParams, Learner, pack};
+use agentrl_trainer::critic::Critic;
+use agentrl_trainer::learner::{Advantages, GrpoParams, Learner, pack};
 use tch::{Device, Kind, Tensor};
 
 fn cfg() -> GptConfig {
@@ -164,4 +166,75 @@ fn checkpoints_round_trip_and_bad_files_are_errors() {
     let err = b.load(&path).unwrap_err().to_string();
     assert!(err.contains("w.safetensors"), "{err}");
     let _ = Tensor::zeros([1], (Kind::Float, Device::Cpu));
+}
+
+#[test]
+fn per_token_advantages_equal_to_the_trajectory_one_give_the_same_step() {
+    let a = traj(vec![1, 2], vec![3, 4, 5], vec![-2.0, -2.5, -3.0]);
+    let b = traj(vec![6], vec![7], vec![-1.5]);
+    let params = GrpoParams {
+        clip_eps: 0.2,
+        kl_coef: 0.0,
+        temperature: 1.0,
+        grad_clip: 100.0,
+    };
+    let mut per_traj = seeded_learner(21, 1e-2);
+    let mut per_token = seeded_learner(21, 1e-2);
+    let s1 = per_traj.grpo_step(&[&a, &b], &[1.0, -0.5], params);
+    // Every next-token position of a carries 1.0, of b -0.5 (env positions are masked anyway).
+    let token_adv = vec![vec![1.0f32; 4], vec![-0.5f32; 1]];
+    let s2 = per_token.policy_step(&[&a, &b], Advantages::PerToken(&token_adv), params);
+    assert!(
+        (s1.loss - s2.loss).abs() < 1e-6,
+        "{} vs {}",
+        s1.loss,
+        s2.loss
+    );
+    assert!((s1.grad_norm - s2.grad_norm).abs() < 1e-6);
+    assert_eq!(
+        policy_logprobs(&per_traj, &a),
+        policy_logprobs(&per_token, &a)
+    );
+    // Per-token advantages move single tokens: a positive one on the last token only raises it.
+    let mut learner = seeded_learner(22, 1e-2);
+    let before = policy_logprobs(&learner, &a);
+    let only_last = vec![vec![0.0, 0.0, 0.0, 1.0]];
+    learner.policy_step(&[&a], Advantages::PerToken(&only_last), params);
+    let after = policy_logprobs(&learner, &a);
+    assert!(after[2] > before[2], "{before:?} -> {after:?}");
+}
+
+#[test]
+fn the_critic_starts_at_zero_and_learns_the_returns() {
+    let a = traj(vec![1, 2], vec![3, 4, 5], vec![-2.0, -2.5, -3.0]);
+    let b = traj(vec![6, 7, 8], vec![9], vec![-1.5]);
+    let learner = seeded_learner(23, 1e-2);
+    let mut critic = Critic::from_learner(&learner, 1e-2, 1).unwrap();
+    let values = critic.values(&[&a, &b]).unwrap();
+    assert_eq!(values.len(), 2);
+    assert_eq!(
+        (values[0].len(), values[1].len()),
+        (4, 3),
+        "one per next-token position"
+    );
+    assert!(
+        values.iter().flatten().all(|&v| v == 0.0),
+        "a zero head starts at 0"
+    );
+    // Returns of 1 on a's policy positions and -1 on b's: the loss falls as values follow.
+    let returns = vec![vec![0.0, 1.0, 1.0, 1.0], vec![0.0, 0.0, -1.0]];
+    let mut first = None;
+    let mut last = 0.0;
+    for _ in 0..60 {
+        let old = critic.values(&[&a, &b]).unwrap();
+        let stats = critic.step(&[&a, &b], &returns, &old, 0.2, 1.0);
+        assert!(stats.value_loss.is_finite());
+        first.get_or_insert(stats.value_loss);
+        last = stats.value_loss;
+    }
+    let first = first.unwrap();
+    assert!(last < first * 0.1, "value loss {first} -> {last}");
+    let values = critic.values(&[&a, &b]).unwrap();
+    assert!(values[0][1..].iter().all(|&v| v > 0.5), "{values:?}");
+    assert!(values[1][2] < -0.5, "{values:?}");
 }

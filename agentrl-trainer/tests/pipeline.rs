@@ -179,3 +179,53 @@ async fn episodes_cut_before_the_first_token_do_not_stall_the_pipeline() {
     let (_learner, summary) = rl.await.expect("the pipeline stalled").unwrap();
     assert_eq!((summary.steps, summary.dropped_stale), (4, 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ppo_with_a_critic_trains_one_rollout_per_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::tiny_config(1);
+    config.rl.advantage = agentrl_trainer::advantage::AdvantageEstimator::Gae;
+    // No group is needed: the critic is the baseline.
+    config.rl.group_size = 1;
+    config.rl.tasks_per_step = 4;
+    config.rl.gae_lambda = 0.9;
+    config.rl.critic_lr = Some(1e-2);
+    // A failure costs 1, so returns are never all zero, even if nothing succeeds yet.
+    config.reward = agentrl_reward::RewardConfig::Outcome {
+        success: 1.0,
+        failure: -1.0,
+    };
+    let run = Run::new(config, dir.path()).unwrap();
+    let demos = run.write_demonstrations().await.unwrap();
+    let learner = run.sft(&demos).unwrap();
+    let (_learner, summary) = run.rl(learner, 0).await.unwrap();
+    assert_eq!(summary.steps, 3);
+    let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
+    let steps = rl_steps(&records);
+    assert_eq!(steps.len(), 3);
+    for r in &steps {
+        for key in [
+            "loss",
+            "value_loss",
+            "value_mean",
+            "critic_grad_norm",
+            "grad_norm",
+        ] {
+            assert!(r[key].as_f64().is_some_and(f64::is_finite), "{key}: {r}");
+        }
+        assert_eq!(
+            r["trained_trajectories"], 4,
+            "every rollout with policy tokens trains"
+        );
+    }
+    // The critic starts at 0 and moves: later steps predict non-zero values.
+    assert_eq!(steps[0]["value_mean"].as_f64(), Some(0.0));
+    assert_ne!(steps[2]["value_mean"].as_f64(), Some(0.0));
+    // A group estimator still needs groups; GAE's settings are checked.
+    let mut bad = common::tiny_config(1);
+    bad.rl.group_size = 1;
+    assert!(bad.validate().unwrap_err().contains("rl.group_size"));
+    bad.rl.advantage = agentrl_trainer::advantage::AdvantageEstimator::Gae;
+    bad.rl.gae_lambda = 1.5;
+    assert!(bad.validate().unwrap_err().contains("rl.gae_lambda"));
+}

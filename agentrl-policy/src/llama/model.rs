@@ -155,9 +155,23 @@ impl Llama {
         self.device
     }
 
-    /// Logits `[B, T, V]` for ids `[B, T]` at `positions` `[B, T]`; `bias` is added to the
+    /// Logits `[B, T, V]` (f32) for ids `[B, T]` at `positions` `[B, T]`; `bias` is added to the
     /// attention scores (`[B, 1, T, T_keys]`), or `None` for a plain causal mask without cache.
     fn forward(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        bias: Option<&Tensor>,
+        cache: Option<&mut KvCache>,
+    ) -> Tensor {
+        let x = self.hidden(ids, positions, bias, cache);
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        x.linear::<Tensor>(head, None).to_kind(Kind::Float)
+    }
+
+    /// The final hidden states `[B, T, hidden_size]` (after the last RMSNorm, in the model's
+    /// dtype) that [`Llama::logits`] projects onto the vocabulary.
+    fn hidden(
         &self,
         ids: &Tensor,
         positions: &Tensor,
@@ -221,9 +235,7 @@ impl Llama {
                 .forward(&(layer.gate_proj.forward(&hn).silu() * layer.up_proj.forward(&hn)));
             x = &x + mlp;
         }
-        let x = rms_norm(&x, &self.norm, eps);
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
-        x.linear::<Tensor>(head, None).to_kind(Kind::Float)
+        rms_norm(&x, &self.norm, eps)
     }
 
     /// Logits `[B, T, V]` (f32) of right-padded sequences `[B, T]` (positions `0..T`, causal).
@@ -254,5 +266,12 @@ impl CachedDecoder for Llama {
     }
     fn causal_logits(&self, ids: &Tensor) -> Tensor {
         self.logits(ids)
+    }
+    fn causal_hidden(&self, ids: &Tensor) -> Tensor {
+        let positions = crate::decode::causal_positions(ids, self.device);
+        self.hidden(ids, &positions, None, None)
+    }
+    fn hidden_size(&self) -> usize {
+        self.config.hidden_size
     }
 }

@@ -1,0 +1,162 @@
+//! The PPO critic: a copy of the policy's network with a scalar value head on its final hidden
+//! states, trained by clipped regression on the GAE returns.
+//!
+//! The critic starts as a copy of the learner's model (its LoRA adapters, when the policy has
+//! them, are the only backbone weights that train) and a zero value head, so its first values are
+//! 0 and the first advantages are the Monte Carlo returns. Values are read at every position
+//! whose *next* token the policy generated, aligned with [`crate::batch::PackedBatch::mask`].
+
+use agentrl_core::{Error, Result, Trajectory};
+use agentrl_policy::PolicyModel;
+use tch::{Device, Kind, Tensor, nn, nn::Module, nn::OptimizerConfig};
+
+use crate::batch::{PackedBatch, pack};
+use crate::learner::{Learner, clip_and_step};
+
+/// What one critic update reports.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CriticStats {
+    /// Clipped value loss (half the squared error, mean over policy tokens).
+    pub value_loss: f64,
+    /// Mean value prediction over policy tokens, before the update.
+    pub value_mean: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+}
+
+/// A value network beside the policy (see the module docs).
+pub struct Critic {
+    vs: nn::VarStore,
+    backbone: Box<dyn PolicyModel>,
+    head: nn::Linear,
+    opt: nn::Optimizer,
+    device: Device,
+    micro_batch: usize,
+}
+
+impl Critic {
+    /// A critic whose backbone is a copy of `learner`'s current model and whose value head
+    /// starts at zero, trained by AdamW at `lr` on micro-batches of `micro_batch` trajectories
+    /// (0: the whole batch).
+    pub fn from_learner(learner: &Learner, lr: f64, micro_batch: usize) -> Result<Self> {
+        let (vs, backbone) = learner.clone_model()?;
+        let head = nn::linear(
+            vs.root() / "value_head",
+            backbone.hidden_size() as i64,
+            1,
+            nn::LinearConfig {
+                ws_init: nn::Init::Const(0.0),
+                bs_init: Some(nn::Init::Const(0.0)),
+                bias: true,
+            },
+        );
+        let opt = nn::adamw(0.9, 0.95, 0.0)
+            .build(&vs, lr)
+            .map_err(|e| Error::Trainer(format!("building the critic's AdamW: {e}")))?;
+        Ok(Critic {
+            device: vs.device(),
+            vs,
+            backbone,
+            head,
+            opt,
+            micro_batch,
+        })
+    }
+
+    /// Values `[B, T-1]` of a packed batch: the value head on the hidden state at every position
+    /// but the last.
+    fn forward(&self, packed: &PackedBatch) -> Tensor {
+        let t = packed.ids.size()[1];
+        let hidden = self
+            .backbone
+            .hidden_states(&packed.ids)
+            .narrow(1, 0, t - 1)
+            .to_kind(Kind::Float);
+        self.head.forward(&hidden).squeeze_dim(-1)
+    }
+
+    /// The batch in micro-batches, each with the index of its first trajectory.
+    fn chunks<'a>(&self, batch: &'a [&'a Trajectory]) -> Vec<(usize, PackedBatch)> {
+        let rows = if self.micro_batch == 0 {
+            batch.len().max(1)
+        } else {
+            self.micro_batch
+        };
+        batch
+            .chunks(rows)
+            .enumerate()
+            .map(|(i, c)| (i * rows, pack(c, self.device)))
+            .collect()
+    }
+
+    /// The current values of every trajectory, one per next-token position
+    /// (`num_tokens - 1` each), without gradients.
+    pub fn values(&self, batch: &[&Trajectory]) -> Result<Vec<Vec<f32>>> {
+        let mut out = Vec::with_capacity(batch.len());
+        for (first, packed) in self.chunks(batch) {
+            let values = tch::no_grad(|| self.forward(&packed)).to_device(Device::Cpu);
+            for (row, traj) in batch
+                .iter()
+                .skip(first)
+                .take(values.size()[0] as usize)
+                .enumerate()
+            {
+                let n = traj.num_tokens().saturating_sub(1) as i64;
+                let row_values = Vec::<f32>::try_from(values.get(row as i64).narrow(0, 0, n))
+                    .map_err(|e| Error::Trainer(format!("reading critic values: {e}")))?;
+                out.push(row_values);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One update towards `returns` (aligned like [`Critic::values`]), with each prediction kept
+    /// within `value_clip` of `old_values` (the values the advantages were computed with), as in
+    /// PPO's clipped value loss.
+    pub fn step(
+        &mut self,
+        batch: &[&Trajectory],
+        returns: &[Vec<f32>],
+        old_values: &[Vec<f32>],
+        value_clip: f64,
+        grad_clip: f64,
+    ) -> CriticStats {
+        let chunks = self.chunks(batch);
+        let denom = chunks.iter().map(|(_, p)| p.tokens).sum::<usize>().max(1) as f64;
+        let mut stats = CriticStats::default();
+        self.opt.zero_grad();
+        for (first, packed) in &chunks {
+            let rows = packed.ids.size()[0] as usize;
+            let width = packed.mask.size()[1];
+            let target = padded(&returns[*first..*first + rows], width, self.device);
+            let old = padded(&old_values[*first..*first + rows], width, self.device);
+            let v = self.forward(packed);
+            let clipped = &old + (&v - &old).clamp(-value_clip, value_clip);
+            let loss = ((&v - &target)
+                .square()
+                .maximum(&(clipped - &target).square())
+                * &packed.mask)
+                .sum(Kind::Float)
+                * (0.5 / denom);
+            loss.backward();
+            stats.value_loss += loss.double_value(&[]);
+            stats.value_mean +=
+                tch::no_grad(|| (&old * &packed.mask).sum(Kind::Float) / denom).double_value(&[]);
+        }
+        stats.grad_norm = clip_and_step(&self.vs, &mut self.opt, grad_clip);
+        stats
+    }
+}
+
+/// Rows of different lengths right-padded with zeros into a `[rows.len(), width]` tensor.
+pub(crate) fn padded(rows: &[Vec<f32>], width: i64, device: Device) -> Tensor {
+    let w = width as usize;
+    let mut flat = vec![0f32; rows.len() * w];
+    for (i, row) in rows.iter().enumerate() {
+        let n = row.len().min(w);
+        flat[i * w..i * w + n].copy_from_slice(&row[..n]);
+    }
+    Tensor::from_slice(&flat)
+        .view([rows.len() as i64, width])
+        .to(device)
+}
