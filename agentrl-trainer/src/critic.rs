@@ -5,6 +5,7 @@
 //! them, are the only backbone weights that train) and a zero value head, so its first values are
 //! 0 and the first advantages are the Monte Carlo returns. Values are read at every position
 //! whose *next* token the policy generated, aligned with [`crate::batch::PackedBatch::mask`].
+//! The critic is not checkpointed: a resumed run starts a fresh one from the policy's weights.
 
 use agentrl_core::{Error, Result, Trajectory};
 use agentrl_policy::PolicyModel;
