@@ -44,21 +44,42 @@ pub(crate) trait CachedDecoder: Send + 'static {
     fn context_len(&self) -> usize;
     /// Where the model's tensors live.
     fn device(&self) -> Device;
-    /// Logits `[B, T, V]` for ids `[B, T]` at `positions`, with `bias` `[B, 1, T, T_keys]` added to
-    /// the attention scores and the keys/values appended to `cache`.
+    /// Width `D` of the hidden states.
+    fn hidden_size(&self) -> usize;
+    /// The final hidden states `[B, T, D]` (after the last norm) for ids `[B, T]` at
+    /// `positions`; `bias` `[B, 1, T, T_keys]` is added to the attention scores (`None`: a plain
+    /// causal mask), and with a `cache` the keys/values are appended to it.
+    fn hidden(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        bias: Option<&Tensor>,
+        cache: Option<&mut KvCache>,
+    ) -> Tensor;
+    /// Logits `[B, T, V]` (f32) of hidden states `[B, T, D]`.
+    fn head(&self, hidden: &Tensor) -> Tensor;
+
+    /// Logits `[B, T, V]` for ids `[B, T]` at `positions`, with `bias` added to the attention
+    /// scores and the keys/values appended to `cache`.
     fn forward_cached(
         &self,
         ids: &Tensor,
         positions: &Tensor,
         bias: &Tensor,
         cache: &mut KvCache,
-    ) -> Tensor;
+    ) -> Tensor {
+        self.head(&self.hidden(ids, positions, Some(bias), Some(cache)))
+    }
+    /// The final hidden states `[B, T, D]` of right-padded sequences `[B, T]` (positions
+    /// `0..T`, causal, no cache).
+    fn causal_hidden(&self, ids: &Tensor) -> Tensor {
+        let positions = causal_positions(ids, self.device());
+        self.hidden(ids, &positions, None, None)
+    }
     /// Logits `[B, T, V]` of right-padded sequences `[B, T]` (positions `0..T`, causal, no cache).
-    fn causal_logits(&self, ids: &Tensor) -> Tensor;
-    /// The final hidden states `[B, T, D]` behind [`CachedDecoder::causal_logits`].
-    fn causal_hidden(&self, ids: &Tensor) -> Tensor;
-    /// Width `D` of the hidden states.
-    fn hidden_size(&self) -> usize;
+    fn causal_logits(&self, ids: &Tensor) -> Tensor {
+        self.head(&self.causal_hidden(ids))
+    }
 }
 
 /// Renders generated ids as text, so generation can stop at stop strings (normally a chat

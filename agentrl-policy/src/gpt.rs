@@ -143,21 +143,10 @@ impl TinyGpt {
         &self.config
     }
 
-    /// Logits `[B, T, V]` for ids `[B, T]` at `positions` `[B, T]`; `bias` is added to the attention
-    /// scores (`[B, 1, T, T_keys]`) or `None` for a plain causal mask without a cache.
-    fn forward(
-        &self,
-        ids: &Tensor,
-        positions: &Tensor,
-        bias: Option<&Tensor>,
-        cache: Option<&mut KvCache>,
-    ) -> Tensor {
-        self.head.forward(&self.hidden(ids, positions, bias, cache))
-    }
-
-    /// The final hidden states `[B, T, d_model]` (after `ln_f`) that [`TinyGpt::forward`] turns
-    /// into logits.
-    fn hidden(
+    /// The final hidden states `[B, T, d_model]` (after `ln_f`) for ids `[B, T]` at `positions`
+    /// `[B, T]`; `bias` is added to the attention scores (`[B, 1, T, T_keys]`) or `None` for a
+    /// plain causal mask without a cache.
+    fn final_hidden(
         &self,
         ids: &Tensor,
         positions: &Tensor,
@@ -211,8 +200,7 @@ impl TinyGpt {
 
     /// Logits `[B, T, V]` of right-padded training sequences `[B, T]` (positions 0..T, causal).
     pub fn forward_train(&self, ids: &Tensor) -> Tensor {
-        let positions = crate::decode::causal_positions(ids, self.device);
-        self.forward(ids, &positions, None, None)
+        self.causal_logits(ids)
     }
 }
 
@@ -226,23 +214,19 @@ impl CachedDecoder for TinyGpt {
     fn device(&self) -> Device {
         self.device
     }
-    fn forward_cached(
+    fn hidden_size(&self) -> usize {
+        self.config.d_model
+    }
+    fn hidden(
         &self,
         ids: &Tensor,
         positions: &Tensor,
-        bias: &Tensor,
-        cache: &mut KvCache,
+        bias: Option<&Tensor>,
+        cache: Option<&mut KvCache>,
     ) -> Tensor {
-        self.forward(ids, positions, Some(bias), Some(cache))
+        self.final_hidden(ids, positions, bias, cache)
     }
-    fn causal_logits(&self, ids: &Tensor) -> Tensor {
-        self.forward_train(ids)
-    }
-    fn causal_hidden(&self, ids: &Tensor) -> Tensor {
-        let positions = crate::decode::causal_positions(ids, self.device);
-        self.hidden(ids, &positions, None, None)
-    }
-    fn hidden_size(&self) -> usize {
-        self.config.d_model
+    fn head(&self, hidden: &Tensor) -> Tensor {
+        self.head.forward(hidden)
     }
 }

@@ -155,23 +155,10 @@ impl Llama {
         self.device
     }
 
-    /// Logits `[B, T, V]` (f32) for ids `[B, T]` at `positions` `[B, T]`; `bias` is added to the
-    /// attention scores (`[B, 1, T, T_keys]`), or `None` for a plain causal mask without cache.
-    fn forward(
-        &self,
-        ids: &Tensor,
-        positions: &Tensor,
-        bias: Option<&Tensor>,
-        cache: Option<&mut KvCache>,
-    ) -> Tensor {
-        let x = self.hidden(ids, positions, bias, cache);
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
-        x.linear::<Tensor>(head, None).to_kind(Kind::Float)
-    }
-
     /// The final hidden states `[B, T, hidden_size]` (after the last RMSNorm, in the model's
-    /// dtype) that [`Llama::logits`] projects onto the vocabulary.
-    fn hidden(
+    /// dtype) for ids `[B, T]` at `positions` `[B, T]`; `bias` is added to the attention scores
+    /// (`[B, 1, T, T_keys]`), or `None` for a plain causal mask without cache.
+    fn final_hidden(
         &self,
         ids: &Tensor,
         positions: &Tensor,
@@ -240,8 +227,7 @@ impl Llama {
 
     /// Logits `[B, T, V]` (f32) of right-padded sequences `[B, T]` (positions `0..T`, causal).
     pub fn logits(&self, ids: &Tensor) -> Tensor {
-        let positions = crate::decode::causal_positions(ids, self.device);
-        self.forward(ids, &positions, None, None)
+        self.causal_logits(ids)
     }
 }
 
@@ -255,23 +241,20 @@ impl CachedDecoder for Llama {
     fn device(&self) -> Device {
         self.device
     }
-    fn forward_cached(
+    fn hidden_size(&self) -> usize {
+        self.config.hidden_size
+    }
+    fn hidden(
         &self,
         ids: &Tensor,
         positions: &Tensor,
-        bias: &Tensor,
-        cache: &mut KvCache,
+        bias: Option<&Tensor>,
+        cache: Option<&mut KvCache>,
     ) -> Tensor {
-        self.forward(ids, positions, Some(bias), Some(cache))
+        self.final_hidden(ids, positions, bias, cache)
     }
-    fn causal_logits(&self, ids: &Tensor) -> Tensor {
-        self.logits(ids)
-    }
-    fn causal_hidden(&self, ids: &Tensor) -> Tensor {
-        let positions = crate::decode::causal_positions(ids, self.device);
-        self.hidden(ids, &positions, None, None)
-    }
-    fn hidden_size(&self) -> usize {
-        self.config.hidden_size
+    fn head(&self, hidden: &Tensor) -> Tensor {
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        hidden.linear::<Tensor>(head, None).to_kind(Kind::Float)
     }
 }
