@@ -1,6 +1,7 @@
 //! The central controller against real env servers on 127.0.0.1: expert episodes through
 //! `RemoteEnv`, least-loaded placement, a worker that stops heartbeating, expiry, cancel, the
-//! bearer token and 128 concurrent sessions.
+//! bearer tokens (the controller's, and a worker's own one that it registers) and 128
+//! concurrent sessions.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,30 +27,44 @@ struct TestWorker {
 
 /// An arith-calc env server on a free port, not registered anywhere.
 async fn arith_server() -> (SocketAddr, ServerHandle) {
-    serve(
-        loopback(),
-        vec![lookup("arith-calc").unwrap()],
-        ServerConfig::default(),
-    )
-    .await
-    .unwrap()
+    arith_server_with_token(None).await
+}
+
+/// An arith-calc env server on a free port that requires `token` (if any).
+async fn arith_server_with_token(token: Option<&str>) -> (SocketAddr, ServerHandle) {
+    let config = ServerConfig {
+        token: token.map(str::to_string),
+        ..ServerConfig::default()
+    };
+    serve(loopback(), vec![lookup("arith-calc").unwrap()], config)
+        .await
+        .unwrap()
+}
+
+/// The registration of the arith-calc server at `addr` with the controller at `ctl`, sending
+/// the controller's `token` and the server's own `worker_token`.
+fn registration(
+    ctl: SocketAddr,
+    addr: SocketAddr,
+    token: Option<&str>,
+    worker_token: Option<&str>,
+) -> WorkerRegistration {
+    WorkerRegistration {
+        controller: format!("http://{ctl}"),
+        address: format!("http://{addr}"),
+        envs: vec!["arith-calc".into()],
+        capacity: None,
+        token: token.map(str::to_string),
+        worker_token: worker_token.map(str::to_string),
+        interval: Duration::from_millis(50),
+    }
 }
 
 async fn worker(ctl: SocketAddr, token: Option<&str>) -> TestWorker {
     let (addr, server) = arith_server().await;
-    let registration = register_worker(
-        WorkerRegistration {
-            controller: format!("http://{ctl}"),
-            address: format!("http://{addr}"),
-            envs: vec!["arith-calc".into()],
-            capacity: None,
-            token: token.map(str::to_string),
-            interval: Duration::from_millis(50),
-        },
-        None,
-    )
-    .await
-    .unwrap();
+    let registration = register_worker(registration(ctl, addr, token, None), None)
+        .await
+        .unwrap();
     TestWorker {
         server,
         registration,
@@ -334,12 +349,9 @@ async fn the_token_is_required_everywhere() {
     // A worker without the token cannot join; with it, it can.
     let (addr, server) = arith_server().await;
     let mut reg = WorkerRegistration {
-        controller: base.clone(),
         address: addr.to_string(),
-        envs: vec!["arith-calc".into()],
         capacity: Some(8),
-        token: None,
-        interval: Duration::from_millis(50),
+        ..registration(ctl, addr, None, None)
     };
     let err = register_worker(reg.clone(), None).await.err().unwrap();
     assert!(err.to_string().contains("401"), "{err}");
@@ -363,6 +375,98 @@ async fn the_token_is_required_everywhere() {
         .unwrap();
     assert!(episode.success);
     assert_eq!(server.server().session_count(), 0);
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_its_own_token_serves_behind_a_controller_with_another() {
+    let config = ControllerConfig {
+        token: Some("ctl-tok".into()),
+        ..ControllerConfig::default()
+    };
+    let (ctl, handle) = controller(config).await;
+    let (addr, server) = arith_server_with_token(Some("worker-tok")).await;
+    // The worker refuses requests without its own token, the controller's included.
+    for token in [None, Some("ctl-tok")] {
+        assert_error(&raw_start(addr, token).await, 401, "");
+    }
+    let reg = registration(ctl, addr, Some("ctl-tok"), Some("worker-tok"));
+    let shown = format!("{reg:?}");
+    assert!(
+        !shown.contains("ctl-tok") && !shown.contains("worker-tok"),
+        "{shown}"
+    );
+    let _registration = register_worker(reg, None).await.unwrap();
+    // A client with the controller's token plays full episodes through it.
+    let c = client(ctl).with_token("ctl-tok");
+    let indices = c.get_indices("arith-calc", Split::Test).await.unwrap();
+    assert_eq!(indices.len(), 200);
+    let factory = RemoteEnvFactory::new(c.clone(), lookup("arith-calc").unwrap());
+    for index in 0..3 {
+        let task = factory.task(Split::Test, index);
+        let episode = run_solver_episode(&factory, &mut *factory.solver(0), &task)
+            .await
+            .unwrap();
+        assert!(episode.success, "task {index}: {episode:?}");
+    }
+    // Cancelling goes through too; the worker is left with no session.
+    let id = start_sample(&c, 7, None).await;
+    assert_eq!(server.server().session_count(), 1);
+    c.cancel("arith-calc", &id).await.unwrap();
+    assert_eq!(server.server().session_count(), 0);
+    // The listing names the worker, never its token.
+    let listing = raw(
+        reqwest::Method::GET,
+        format!("http://{ctl}/api/list_workers"),
+        None,
+        Some("ctl-tok"),
+        None,
+    )
+    .await;
+    assert_eq!(listing.0, 200, "{listing:?}");
+    assert!(
+        listing.1.to_string().contains(&addr.to_string()),
+        "{listing:?}"
+    );
+    assert!(!listing.1.to_string().contains("worker-tok"), "{listing:?}");
+    handle.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_registered_with_the_wrong_token_is_a_clear_502() {
+    let (ctl, handle) = controller(ControllerConfig::default()).await;
+    let (addr, server) = arith_server_with_token(Some("right")).await;
+    let reg = registration(ctl, addr, None, Some("wrong"));
+    let _registration = register_worker(reg, None).await.unwrap();
+    let (status, body) = raw_start(ctl, None).await;
+    assert_eq!(status, 502, "{body}");
+    let message = body["error"].as_str().unwrap_or_default();
+    for needle in [addr.to_string().as_str(), "401", "worker_token"] {
+        assert!(
+            message.contains(needle),
+            "{needle:?} missing in {message:?}"
+        );
+    }
+    assert!(!message.contains("right"), "the token leaked: {message}");
+    let indices = raw(
+        reqwest::Method::GET,
+        format!("http://{ctl}/api/get_indices?name=arith-calc"),
+        None,
+        None,
+        None,
+    )
+    .await;
+    assert_error(&indices, 502, "worker_token");
+    assert_eq!(server.server().session_count(), 0);
+    assert_eq!(handle.controller().session_count(), 0);
+    // A blank worker token is refused at registration.
+    let blank = registration(ctl, addr, None, Some(" "));
+    let err = register_worker(blank, None)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("422") && err.contains("worker_token"), "{err}");
     handle.shutdown().await.unwrap();
 }
 

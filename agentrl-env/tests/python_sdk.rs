@@ -462,7 +462,7 @@ async fn malformed_requests_get_the_same_answers_as_from_the_rust_server() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_python_server_registers_with_the_rust_controller_and_heartbeats() {
+async fn a_python_server_with_its_own_token_registers_with_the_rust_controller_and_heartbeats() {
     let config = ControllerConfig {
         token: Some("tok".into()),
         heartbeat_timeout: Duration::from_secs(3),
@@ -477,17 +477,40 @@ async fn a_python_server_registers_with_the_rust_controller_and_heartbeats() {
         &url,
         "--controller-token",
         "tok",
+        "--token",
+        "py-tok",
         "--heartbeat-secs",
         "0.2",
     ]);
     // Registration is done before the port is printed.
     assert_eq!(controller.controller().worker_count(), 1);
+    // The Python server refuses requests without its own token (the controller's included);
+    // the controller passes it on, as the worker registered it.
+    for token in [None, Some("tok")] {
+        let err = match token {
+            Some(t) => py.client().with_token(t),
+            None => py.client(),
+        }
+        .list_workers()
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("401"), "{err}");
+    }
+    let own = py
+        .client()
+        .with_token("py-tok")
+        .list_workers()
+        .await
+        .unwrap();
+    assert_eq!(own[0].envs, vec![ENV.to_string()]);
     let client = ProtocolClient::new(&url, &ClientConfig::default())
         .unwrap()
         .with_token("tok");
     let workers = client.list_workers().await.unwrap();
     assert_eq!(workers[0].envs, vec![ENV.to_string()]);
     assert!(workers[0].id.contains(&py.port.to_string()), "{workers:?}");
+    assert!(!format!("{workers:?}").contains("py-tok"), "{workers:?}");
     let mut env = RemoteEnv::new(client.clone(), ENV);
     // Heartbeats keep the worker alive across several heartbeat timeouts.
     for index in 0..4 {

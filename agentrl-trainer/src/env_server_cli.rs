@@ -27,12 +27,16 @@ pub struct EnvServerArgs {
     /// Task indices listed by /api/get_indices per split.
     #[arg(long, default_value_t = 200)]
     pub task_count: u64,
+    /// Bearer token this server requires on every request (`Authorization: Bearer TOKEN`);
+    /// with --controller it is sent in the registration, so the controller can reach the server.
+    #[arg(long)]
+    pub token: Option<String>,
     /// Controller to register with (heartbeats every 2 s while serving).
     #[arg(long)]
     pub controller: Option<String>,
-    /// Bearer token of the controller.
+    /// Bearer token of the controller (sent with the registration and every heartbeat).
     #[arg(long, requires = "controller")]
-    pub token: Option<String>,
+    pub controller_token: Option<String>,
     /// Base URL the controller should use to reach this server (default: `http://` + the bound
     /// address; set it when listening on 0.0.0.0 or behind NAT).
     #[arg(long, requires = "controller")]
@@ -56,6 +60,7 @@ pub async fn run(args: EnvServerArgs) -> Result<()> {
         session_ttl: Duration::from_secs(args.session_ttl_secs),
         max_sessions: args.max_sessions,
         task_count: args.task_count,
+        token: args.token.clone(),
     };
     let max_sessions = config.max_sessions;
     let (bound, handle) = serve(args.addr, envs, config).await?;
@@ -71,7 +76,8 @@ pub async fn run(args: EnvServerArgs) -> Result<()> {
                         .unwrap_or_else(|| format!("http://{bound}")),
                     envs: args.envs.iter().map(|e| e.trim().to_string()).collect(),
                     capacity: Some(max_sessions),
-                    token: args.token.clone(),
+                    token: args.controller_token.clone(),
+                    worker_token: args.token.clone(),
                     interval: Duration::from_secs(2),
                 },
                 Some(Arc::new(move || server.session_count())),
@@ -86,8 +92,14 @@ pub async fn run(args: EnvServerArgs) -> Result<()> {
         None => None,
     };
     println!(
-        "env server listening on http://{bound} (envs: {}; session ttl {} s; Ctrl-C stops it)",
+        "env server listening on http://{bound} (envs: {}; token {}; session ttl {} s; Ctrl-C \
+         stops it)",
         args.envs.join(", "),
+        if args.token.is_some() {
+            "required"
+        } else {
+            "off"
+        },
         args.session_ttl_secs
     );
     handle

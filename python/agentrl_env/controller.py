@@ -62,24 +62,40 @@ def post_json(controller: str, route: str, body: Any, token: str | None,
         raise ControllerError(f"POST {url}: the answer is not JSON: {e}") from None
 
 
+def register_body(address: str, envs: list[str], capacity: int | None = None,
+                  worker_token: str | None = None) -> dict[str, Any]:
+    """The body of `POST /api/register` (the Rust `RegisterRequest`): `capacity` and
+    `worker_token` (the bearer token this worker's server requires, which the controller then
+    sends on every request to it) only when set."""
+    body: dict[str, Any] = {"address": address, "envs": list(envs)}
+    if capacity is not None:
+        body["capacity"] = capacity
+    if worker_token is not None:
+        if not worker_token.strip():
+            raise ValueError("the worker token must not be empty")
+        body["worker_token"] = worker_token
+    return body
+
+
 class Registration:
     """This worker's registration with a controller, kept alive by a heartbeat thread.
 
+    `token` is the controller's bearer token; `worker_token` is this worker's own (the one its
+    server requires), sent in the registration so the controller can reach the worker.
     `register()` raises `ControllerError` when the first registration fails; `stop()` ends
     the heartbeats (the controller then drops the worker after its timeout)."""
 
     def __init__(self, controller: str, address: str, envs: list[str],
                  capacity: int | None = None, token: str | None = None,
-                 interval: float = 2.0, load: Callable[[], int] | None = None):
+                 interval: float = 2.0, load: Callable[[], int] | None = None,
+                 worker_token: str | None = None):
         if not interval > 0:
             raise ValueError("the heartbeat interval must be positive")
         self.controller = controller
         self.token = token
         self.interval = interval
         self.load = load
-        self.request: dict[str, Any] = {"address": address, "envs": list(envs)}
-        if capacity is not None:
-            self.request["capacity"] = capacity
+        self.request = register_body(address, envs, capacity, worker_token)
         self._worker_id = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()

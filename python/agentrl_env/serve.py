@@ -75,9 +75,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--task-count", type=int, default=200,
                    help="task indices listed by /api/get_indices per split")
     p.add_argument("--token", default=os.environ.get("AGENTRL_ENV_TOKEN"),
-                   help="bearer token clients must send (default: $AGENTRL_ENV_TOKEN)")
+                   help="bearer token clients must send (default: $AGENTRL_ENV_TOKEN); with "
+                   "--controller it is sent in the registration so the controller can reach "
+                   "this server")
     p.add_argument("--controller", help="controller to register with")
-    p.add_argument("--controller-token", help="bearer token of the controller")
+    p.add_argument("--controller-token",
+                   help="bearer token of the controller (sent with registration and heartbeats)")
     p.add_argument("--advertise", help="address the controller reaches this server at "
                    "(default: http://HOST:PORT as bound)")
     p.add_argument("--heartbeat-secs", type=float, default=2.0)
@@ -97,9 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--max-sessions must be at least 1")
         if args.task_count < 0:
             raise UsageError("--task-count must not be negative")
-        if args.token and args.controller:
-            raise UsageError("--token cannot be combined with --controller: the controller "
-                             "does not send a token to its workers (protect the controller)")
+        if args.controller_token and not args.controller:
+            raise UsageError("--controller-token needs --controller")
         sys.path[:0] = [str(Path(p).resolve()) for p in args.path]
         envs = [load_env_class(spec.strip()) for spec in args.env]
         config = ServerConfig(worker_id=f"env-server@{args.host}:{args.port}",
@@ -122,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.controller, args.advertise or f"http://{server.host}:{server.port}",
                 sorted(server.table.envs), capacity=args.max_sessions,
                 token=args.controller_token, interval=args.heartbeat_secs,
-                load=server.table.count,
+                load=server.table.count, worker_token=args.token,
             ).register()
         except (ControllerError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)

@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import support  # noqa: F401 (import paths)
 from agentrl_env import ControllerError, Registration
+from agentrl_env.controller import register_body
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -79,6 +80,32 @@ class RegistrationTest(unittest.TestCase):
                 time.sleep(0.02)
         finally:
             reg.stop()
+
+    def test_the_worker_token_goes_in_the_registration_and_the_controller_token_in_the_header(
+            self):
+        reg = Registration(self.url, "http://127.0.0.1:9", ["guess-number"], token="ctl",
+                           worker_token="own").register()
+        try:
+            path, body, auth = self.calls()[0]
+            self.assertEqual((path, auth), ("/api/register", "Bearer ctl"))
+            self.assertEqual(body, {"address": "http://127.0.0.1:9", "envs": ["guess-number"],
+                                    "worker_token": "own"})
+            with self.http.state["lock"]:
+                self.http.state["forgotten"].add("worker-1")
+            reg.beat()  # 404 -> registers again, with the worker token again
+            again = [c for c in self.calls() if c[0] == "/api/register"]
+            self.assertEqual([c[1].get("worker_token") for c in again], ["own", "own"])
+            beats = [c for c in self.calls() if c[0] == "/api/heartbeat"]
+            self.assertTrue(beats and all("worker_token" not in c[1] for c in beats), beats)
+        finally:
+            reg.stop()
+
+    def test_register_body_leaves_out_unset_fields_and_refuses_a_blank_token(self):
+        self.assertEqual(register_body("h:1", ("e",)), {"address": "h:1", "envs": ["e"]})
+        self.assertEqual(register_body("h:1", ["e"], capacity=2, worker_token="w"),
+                         {"address": "h:1", "envs": ["e"], "capacity": 2, "worker_token": "w"})
+        with self.assertRaises(ValueError):
+            register_body("h:1", ["e"], worker_token=" ")
 
     def test_errors_are_clear(self):
         with self.assertRaises(ControllerError) as ctx:

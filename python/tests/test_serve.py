@@ -84,8 +84,8 @@ class Command(unittest.TestCase):
             (["--env", f"{self.file}:NotAnEnv"], "is not a subclass of agentrl_env.Env"),
             (["--env", "/nowhere/x.py:Echo"], "no Python file"),
             (["--env", f"{self.broken}:Echo"], "RuntimeError: broken at import"),
-            (["--env", f"{self.file}:Echo", "--token", "t", "--controller", "http://x"],
-             "--token cannot be combined with --controller"),
+            (["--env", f"{self.file}:Echo", "--controller-token", "t"],
+             "--controller-token needs --controller"),
             (["--env", f"{self.file}:Echo", "--session-ttl-secs", "0"], "must be positive"),
         ]
         for args, needle in cases:

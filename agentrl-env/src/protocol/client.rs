@@ -142,9 +142,7 @@ impl ProtocolClient {
             )
         })?;
         if !status.is_success() {
-            let message = serde_json::from_slice::<ErrorBody>(&bytes)
-                .map(|b| b.error)
-                .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+            let message = ErrorBody::message_of(&bytes);
             return Err(Error::env(env, format!("{what}: HTTP {status}: {message}")));
         }
         let value = serde_json::from_slice(&bytes).map_err(|e| {

@@ -1,14 +1,17 @@
 //! What the env server and the controller share as HTTP services: JSON error answers, body and
-//! session-header parsing, and binding, running and stopping an axum app with its sweeper.
+//! session-header parsing, the bearer-token check, and binding, running and stopping an axum app
+//! with its sweeper.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use agentrl_core::{Error, Result};
 use axum::body::Bytes;
-use axum::extract::Query;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
@@ -101,6 +104,58 @@ pub(crate) fn session_id(headers: &HeaderMap) -> std::result::Result<u64, ApiErr
             ),
         )
     })
+}
+
+/// Refuses a blank token for a service (`what`: "env server", "controller").
+pub(crate) fn check_token_config(token: Option<&str>, what: &str) -> Result<()> {
+    if token.is_some_and(|t| t.trim().is_empty()) {
+        return Err(Error::Config(format!("the {what} token is empty")));
+    }
+    Ok(())
+}
+
+/// `app` behind a bearer-token check: with a `token`, every request without
+/// `Authorization: Bearer TOKEN` is answered 401 (and never reaches a handler).
+pub(crate) fn with_token(app: Router, token: Option<&str>) -> Router {
+    let token: Option<Arc<str>> = token.map(Arc::from);
+    app.layer(middleware::from_fn_with_state(token, check_token))
+}
+
+/// Compares without an early exit, so the answer time does not leak the token.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn check_token(
+    State(token): State<Option<Arc<str>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(token) = &token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let ok = given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes()));
+        if !ok {
+            let why = if given.is_some() {
+                "wrong bearer token"
+            } else {
+                "missing `Authorization: Bearer TOKEN` header"
+            };
+            let mut response = ApiError::new(StatusCode::UNAUTHORIZED, why).into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+    }
+    next.run(request).await
 }
 
 /// A running axum app and its sweeper task; `what` names it in errors ("env-server",

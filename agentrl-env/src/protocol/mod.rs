@@ -280,3 +280,13 @@ pub struct ErrorBody {
     /// What went wrong.
     pub error: String,
 }
+
+impl ErrorBody {
+    /// The message of an error answer's body: its `error`, or the body as text when it is not
+    /// an [`ErrorBody`].
+    pub fn message_of(body: &[u8]) -> String {
+        serde_json::from_slice::<ErrorBody>(body)
+            .map(|b| b.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned())
+    }
+}

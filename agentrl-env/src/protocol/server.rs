@@ -5,7 +5,8 @@
 //! that hangs up mid-step never leaves an env half-stepped, and a panicking env becomes a
 //! `task_error` instead of taking the connection down. Sessions idle for longer than
 //! [`ServerConfig::session_ttl`] expire (swept in the background by [`serve`], and lazily when
-//! the server is full); at most [`ServerConfig::max_sessions`] live at once.
+//! the server is full); at most [`ServerConfig::max_sessions`] live at once. With a
+//! [`ServerConfig::token`], every request needs `Authorization: Bearer TOKEN` (401 without).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -24,7 +25,10 @@ use axum::{Json, Router};
 use tokio::task::JoinHandle;
 
 use super::ended::{Ended, EndedLog};
-use super::http::{ApiError, ServiceHandle, Serving, indices_query, parse_body, session_id};
+use super::http::{
+    ApiError, ServiceHandle, Serving, check_token_config, indices_query, parse_body, session_id,
+    with_token,
+};
 use super::{
     CancelResponse, IndicesQuery, InteractRequest, InteractResponse, SESSION_HEADER, SampleStatus,
     SessionInfo, StartSampleRequest, StartSampleResponse, WorkerInfo,
@@ -44,6 +48,9 @@ pub struct ServerConfig {
     /// How many task indices `get_indices` lists per split (`0..task_count`); `start_sample`
     /// accepts any index.
     pub task_count: u64,
+    /// When set, every request must carry `Authorization: Bearer TOKEN` (401 without); a
+    /// controller in front of this server needs it too (the `worker_token` of its registration).
+    pub token: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +60,7 @@ impl Default for ServerConfig {
             session_ttl: Duration::from_secs(600),
             max_sessions: 4096,
             task_count: 200,
+            token: None,
         }
     }
 }
@@ -176,6 +184,7 @@ impl EnvServer {
         if config.max_sessions == 0 {
             return Err(Error::Config("max_sessions must be at least 1".into()));
         }
+        check_token_config(config.token.as_deref(), "env server")?;
         let mut map = BTreeMap::new();
         for factory in envs {
             let id = factory.id().to_string();
@@ -194,9 +203,10 @@ impl EnvServer {
         })
     }
 
-    /// The HTTP routes (all under `/api`), sharing this server's sessions.
+    /// The HTTP routes (all under `/api`), sharing this server's sessions, behind the token
+    /// check when a token is set.
     pub fn router(&self) -> Router {
-        Router::new()
+        let routes = Router::new()
             .route("/api/get_indices", get(get_indices))
             .route("/api/start_sample", post(start_sample))
             .route("/api/interact", post(interact))
@@ -204,7 +214,8 @@ impl EnvServer {
             .route("/api/list_workers", get(list_workers))
             .route("/api/list_sessions", get(list_sessions))
             .fallback(not_found)
-            .with_state(self.shared.clone())
+            .with_state(self.shared.clone());
+        with_token(routes, self.shared.config.token.as_deref())
     }
 
     /// Removes the sessions idle for longer than the TTL now; returns how many.

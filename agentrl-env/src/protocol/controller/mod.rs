@@ -16,6 +16,10 @@
 //! 410 "worker lost" and are forgotten. Sessions idle for longer than
 //! [`ControllerConfig::session_ttl`] expire (404, and the worker is told to cancel them). With a
 //! [`ControllerConfig::token`], every request needs `Authorization: Bearer TOKEN` (401 without).
+//! A worker whose env server requires its own token registers it
+//! ([`RegisterRequest::worker_token`]); the controller keeps it per worker, never lists or logs
+//! it, and sends it on every request it makes to that worker. A 401 from a worker (it
+//! registered a token it does not accept) reaches the client as a 502 that names the worker.
 //! A new session whose chosen worker cannot be reached goes to the next least-loaded one; 502
 //! when none can be reached, or when the worker of a running session cannot; no worker for an
 //! env gets 503.
@@ -37,14 +41,11 @@ use std::time::Duration;
 
 use agentrl_core::{Error, Result};
 use axum::Router;
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use tokio::task::JoinHandle;
 
-use super::http::{ApiError, ServiceHandle, Serving};
+use super::http::{ApiError, ServiceHandle, Serving, check_token_config, with_token};
 use crate::locking::lock;
 use tables::{Shared, Tables};
 
@@ -91,9 +92,7 @@ impl Controller {
                 "heartbeat_timeout and session_ttl must be positive".into(),
             ));
         }
-        if config.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            return Err(Error::Config("the controller token is empty".into()));
-        }
+        check_token_config(config.token.as_deref(), "controller")?;
         let http = reqwest::Client::builder()
             .timeout(config.request_timeout)
             .connect_timeout(Duration::from_secs(5))
@@ -113,7 +112,7 @@ impl Controller {
 
     /// The HTTP routes (all under `/api`), behind the token check when a token is set.
     pub fn router(&self) -> Router {
-        Router::new()
+        let routes = Router::new()
             .route("/api/get_indices", get(routes::get_indices))
             .route("/api/start_sample", post(routes::start_sample))
             .route("/api/interact", post(routes::interact))
@@ -123,11 +122,8 @@ impl Controller {
             .route("/api/register", post(registration::register))
             .route("/api/heartbeat", post(registration::heartbeat))
             .fallback(not_found)
-            .layer(middleware::from_fn_with_state(
-                self.shared.clone(),
-                check_token,
-            ))
-            .with_state(self.shared.clone())
+            .with_state(self.shared.clone());
+        with_token(routes, self.shared.config.token.as_deref())
     }
 
     /// Drops silent workers and expires idle sessions now.
@@ -185,39 +181,6 @@ pub async fn serve_controller(
     let (bound, serving) = Serving::start("controller", addr, controller.router(), sweeper).await?;
     let state = controller;
     Ok((bound, ServiceHandle { serving, state }))
-}
-
-/// Compares without an early exit, so the answer time does not leak the token.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-async fn check_token(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    if let Some(token) = &shared.config.token {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let ok = given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes()));
-        if !ok {
-            let why = if given.is_some() {
-                "wrong bearer token"
-            } else {
-                "missing `Authorization: Bearer TOKEN` header"
-            };
-            let mut response = ApiError::new(StatusCode::UNAUTHORIZED, why).into_response();
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return response;
-        }
-    }
-    next.run(request).await
 }
 
 async fn not_found() -> ApiError {

@@ -21,7 +21,7 @@ use crate::protocol::ErrorBody;
 use crate::protocol::http::{ApiError, parse_body};
 
 /// Body of `POST /api/register`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct RegisterRequest {
     /// Base URL of the worker's env server (`http://HOST:PORT` or `HOST:PORT`).
     pub address: String,
@@ -30,6 +30,26 @@ pub struct RegisterRequest {
     /// Most sessions the controller sends it (default: unbounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<usize>,
+    /// The bearer token the worker's env server requires: the controller sends it on every
+    /// request it makes to this worker (none: the worker needs no token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_token: Option<String>,
+}
+
+/// Shows whether a token is set, never the token.
+fn redacted(token: &Option<String>) -> Option<&'static str> {
+    token.as_ref().map(|_| "<redacted>")
+}
+
+impl std::fmt::Debug for RegisterRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisterRequest")
+            .field("address", &self.address)
+            .field("envs", &self.envs)
+            .field("capacity", &self.capacity)
+            .field("worker_token", &redacted(&self.worker_token))
+            .finish()
+    }
 }
 
 /// Answer of `POST /api/register`.
@@ -99,6 +119,16 @@ pub(super) async fn register(
             "`capacity` must be at least 1",
         ));
     }
+    if request
+        .worker_token
+        .as_deref()
+        .is_some_and(|t| t.trim().is_empty())
+    {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "`worker_token` must not be empty (leave it out when the worker needs no token)",
+        ));
+    }
     let base = normalize(&request.address);
     let wid = shared.next_worker.fetch_add(1, Ordering::Relaxed);
     {
@@ -119,6 +149,7 @@ pub(super) async fn register(
                 base: base.clone(),
                 envs: envs.clone(),
                 capacity: request.capacity.unwrap_or(usize::MAX),
+                token: request.worker_token.clone(),
                 last_beat: Instant::now(),
                 load: 0,
             },
@@ -168,7 +199,7 @@ pub(super) async fn heartbeat(
 }
 
 /// How a worker joins a controller (see [`register_worker`]).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct WorkerRegistration {
     /// The controller's base URL.
     pub controller: String,
@@ -180,8 +211,25 @@ pub struct WorkerRegistration {
     pub capacity: Option<usize>,
     /// Bearer token of the controller, if it has one.
     pub token: Option<String>,
+    /// Bearer token of this worker's env server, if it has one: sent in the registration so
+    /// the controller can reach the worker.
+    pub worker_token: Option<String>,
     /// Time between heartbeats.
     pub interval: Duration,
+}
+
+impl std::fmt::Debug for WorkerRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerRegistration")
+            .field("controller", &self.controller)
+            .field("address", &self.address)
+            .field("envs", &self.envs)
+            .field("capacity", &self.capacity)
+            .field("token", &redacted(&self.token))
+            .field("worker_token", &redacted(&self.worker_token))
+            .field("interval", &self.interval)
+            .finish()
+    }
 }
 
 /// A worker's registration, kept alive by a heartbeat task; dropping it stops the heartbeats.
@@ -231,9 +279,7 @@ async fn post_json<B: Serialize, T: DeserializeOwned>(
         .await
         .map_err(|e| (None, format!("POST {url}: reading the answer: {e}")))?;
     if !status.is_success() {
-        let message = serde_json::from_slice::<ErrorBody>(&bytes)
-            .map(|b| b.error)
-            .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+        let message = ErrorBody::message_of(&bytes);
         return Err((
             Some(status.as_u16()),
             format!("POST {url}: HTTP {status}: {message}"),
@@ -268,6 +314,7 @@ pub async fn register_worker(
         address: reg.address.clone(),
         envs: reg.envs.clone(),
         capacity: reg.capacity,
+        worker_token: reg.worker_token.clone(),
     };
     let first: RegisterResponse = post_json(&http, &reg, "/api/register", &request)
         .await

@@ -13,13 +13,13 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::tables::{Route, Shared, pick, unreserve};
+use super::tables::{Route, Shared, WorkerAddr, pick, unreserve};
 use crate::locking::lock;
 use crate::protocol::ended::Ended;
 use crate::protocol::http::{ApiError, indices_query, parse_body, session_id};
 use crate::protocol::{
-    CancelResponse, IndicesQuery, SESSION_HEADER, SampleStatus, SessionInfo, StartSampleRequest,
-    WorkerInfo, indices_route,
+    CancelResponse, ErrorBody, IndicesQuery, SESSION_HEADER, SampleStatus, SessionInfo,
+    StartSampleRequest, WorkerInfo, indices_route,
 };
 
 /// A worker's answer, passed on to the client as is.
@@ -45,15 +45,18 @@ impl Forwarded {
     }
 }
 
-/// Sends one request to a worker; a transport failure is a 502.
+/// Sends one request for `route` to `worker`, with the token it registered; a transport
+/// failure is a 502, and so is a 401 from the worker (its registered `worker_token` does not
+/// open it), so that the client never mistakes it for a problem with its own token.
 async fn forward(
     shared: &Shared,
     method: reqwest::Method,
-    url: String,
+    worker: &WorkerAddr,
+    route: &str,
     session: Option<&str>,
     body: Option<Bytes>,
 ) -> Result<Forwarded, ApiError> {
-    let mut request = shared.http.request(method.clone(), &url);
+    let mut request = worker.request(&shared.http, method.clone(), route);
     if let Some(s) = session {
         request = request.header(SESSION_HEADER, s);
     }
@@ -62,10 +65,11 @@ async fn forward(
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(b.to_vec());
     }
+    let base = &worker.base;
     let bad_gateway = |e: reqwest::Error| {
         ApiError::new(
             StatusCode::BAD_GATEWAY,
-            format!("worker request {method} {url} failed: {e}"),
+            format!("worker request {method} {base}{route} failed: {e}"),
         )
     };
     let response = request.send().await.map_err(bad_gateway)?;
@@ -73,6 +77,17 @@ async fn forward(
         StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let headers = response.headers().clone();
     let body = response.bytes().await.map_err(bad_gateway)?;
+    if status == StatusCode::UNAUTHORIZED {
+        let why = ErrorBody::message_of(&body);
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            format!(
+                "worker {base} refused the controller's {method} {route} (HTTP 401: {why}); \
+                 the worker must register with the token its env server requires \
+                 (`worker_token`, set by the worker's --token)"
+            ),
+        ));
+    }
     Ok(Forwarded {
         status,
         headers,
@@ -85,13 +100,15 @@ pub(super) async fn get_indices(
     query: std::result::Result<Query<IndicesQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let query = indices_query(query)?;
-    let (wid, base) = pick(&shared, &query.name, &[])?;
+    let (wid, worker) = pick(&shared, &query.name, &[])?;
     unreserve(&shared, wid);
     let split = query.split.unwrap_or(Split::Test);
-    let url = format!("{base}{}", indices_route(&query.name, split));
-    Ok(forward(&shared, reqwest::Method::GET, url, None, None)
-        .await?
-        .respond(None))
+    let route = indices_route(&query.name, split);
+    Ok(
+        forward(&shared, reqwest::Method::GET, &worker, &route, None, None)
+            .await?
+            .respond(None),
+    )
 }
 
 pub(super) async fn start_sample(
@@ -100,18 +117,21 @@ pub(super) async fn start_sample(
 ) -> Result<Response, ApiError> {
     let request: StartSampleRequest = parse_body(&body, "start_sample")?;
     let raw = body.unwrap_or_default();
-    // A worker that cannot be reached (it died since its last heartbeat) is skipped and the
-    // next least-loaded one tried; its heartbeat timeout removes it for good.
+    // A worker that cannot be reached (it died since its last heartbeat, or refuses the
+    // controller's token) is skipped and the next least-loaded one tried; its heartbeat
+    // timeout removes a dead one for good.
     let mut unreachable = Vec::new();
+    let mut last_failure = String::new();
     let (wid, base, answer) = loop {
-        let (wid, base) = match pick(&shared, &request.name, &unreachable) {
+        let (wid, worker) = match pick(&shared, &request.name, &unreachable) {
             Ok(picked) => picked,
             Err(e) if unreachable.is_empty() => return Err(e),
             Err(e) => {
                 return Err(ApiError::new(
                     StatusCode::BAD_GATEWAY,
                     format!(
-                        "{} worker(s) for env `{}` could not be reached and no other is left ({})",
+                        "{} worker(s) for env `{}` could not be reached and no other is left \
+                         ({}); the last failure: {last_failure}",
                         unreachable.len(),
                         request.name,
                         e.message
@@ -122,13 +142,14 @@ pub(super) async fn start_sample(
         let answer = forward(
             &shared,
             reqwest::Method::POST,
-            format!("{base}/api/start_sample"),
+            &worker,
+            "/api/start_sample",
             None,
             Some(raw.clone()),
         )
         .await;
         match answer {
-            Ok(a) if a.status.is_success() => break (wid, base, a),
+            Ok(a) if a.status.is_success() => break (wid, worker.base, a),
             Ok(a) => {
                 unreserve(&shared, wid);
                 return Ok(a.respond(None));
@@ -141,6 +162,7 @@ pub(super) async fn start_sample(
                     e.message
                 );
                 unreachable.push(wid);
+                last_failure = e.message;
             }
         }
     };
@@ -199,11 +221,12 @@ pub(super) async fn interact(
             format!("could not read the interact body: {}", e.body_text()),
         )
     })?;
-    let (base, remote) = shared.checkout(id)?;
+    let (worker, remote) = shared.checkout(id)?;
     let answer = forward(
         &shared,
         reqwest::Method::POST,
-        format!("{base}/api/interact"),
+        &worker,
+        "/api/interact",
         Some(&remote),
         Some(raw),
     )
@@ -242,7 +265,7 @@ pub(super) async fn cancel(
     headers: HeaderMap,
 ) -> Result<Json<CancelResponse>, ApiError> {
     let id = session_id(&headers)?;
-    let (base, remote) = shared.checkout(id)?;
+    let (worker, remote) = shared.checkout(id)?;
     let removed = lock(&shared.tables).end(id, Ended::Cancelled);
     if removed.is_none() {
         return Err(shared.gone(id));
@@ -250,7 +273,8 @@ pub(super) async fn cancel(
     match forward(
         &shared,
         reqwest::Method::POST,
-        format!("{base}/api/cancel"),
+        &worker,
+        "/api/cancel",
         Some(&remote),
         None,
     )

@@ -23,10 +23,48 @@ pub(super) struct Worker {
     pub(super) envs: Vec<String>,
     /// Most sessions the controller sends it.
     pub(super) capacity: usize,
+    /// The bearer token its env server requires (from its registration; never listed or
+    /// logged).
+    pub(super) token: Option<String>,
     /// When it last registered or heartbeat.
     pub(super) last_beat: Instant,
     /// Sessions routed to it (including starts in flight).
     pub(super) load: usize,
+}
+
+impl Worker {
+    /// Where and how to reach it.
+    pub(super) fn addr(&self) -> WorkerAddr {
+        WorkerAddr {
+            base: self.base.clone(),
+            token: self.token.clone(),
+        }
+    }
+}
+
+/// How the controller reaches one worker: its base URL and the bearer token it requires.
+#[derive(Clone)]
+pub(super) struct WorkerAddr {
+    /// Base URL of its env server (`http://HOST:PORT`).
+    pub(super) base: String,
+    /// The bearer token its env server requires, if any.
+    token: Option<String>,
+}
+
+impl WorkerAddr {
+    /// A request for `route` (e.g. `/api/interact`) on this worker, with its token.
+    pub(super) fn request(
+        &self,
+        http: &reqwest::Client,
+        method: reqwest::Method,
+        route: &str,
+    ) -> reqwest::RequestBuilder {
+        let request = http.request(method, format!("{}{route}", self.base));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
 }
 
 /// One routed session.
@@ -104,8 +142,8 @@ pub(super) struct Shared {
 
 impl Shared {
     /// Drops silent workers and expires idle sessions; returns the expired sessions' routes
-    /// (with the worker base to cancel them on).
-    fn sweep(&self) -> Vec<(String, String)> {
+    /// (with the worker to cancel them on).
+    fn sweep(&self) -> Vec<(WorkerAddr, String)> {
         let mut t = lock(&self.tables);
         let timeout = self.config.heartbeat_timeout;
         let dead: Vec<u64> = t
@@ -129,7 +167,7 @@ impl Shared {
             if let Some(route) = t.end(id, Ended::Expired)
                 && let Some(w) = t.workers.get(&route.worker)
             {
-                cancels.push((w.base.clone(), route.remote_id));
+                cancels.push((w.addr(), route.remote_id));
             }
         }
         cancels
@@ -137,12 +175,12 @@ impl Shared {
 
     /// Sweeps, then tells the workers to cancel the expired sessions (in the background).
     pub(super) fn sweep_and_cancel(self: &Arc<Self>) {
-        for (base, remote) in self.sweep() {
+        for (worker, remote) in self.sweep() {
             let http = self.http.clone();
             tokio::spawn(async move {
-                let url = format!("{base}/api/cancel");
-                if let Err(e) = http.post(url).header(SESSION_HEADER, remote).send().await {
-                    tracing::debug!("cancelling an expired session on {base}: {e}");
+                let request = worker.request(&http, reqwest::Method::POST, "/api/cancel");
+                if let Err(e) = request.header(SESSION_HEADER, remote).send().await {
+                    tracing::debug!("cancelling an expired session on {}: {e}", worker.base);
                 }
             });
         }
@@ -153,8 +191,8 @@ impl Shared {
         lock(&self.tables).ended.gone(id, self.config.session_ttl)
     }
 
-    /// Marks session `id` busy and returns its worker base and remote id.
-    pub(super) fn checkout(&self, id: u64) -> Result<(String, String), ApiError> {
+    /// Marks session `id` busy and returns its worker and remote id.
+    pub(super) fn checkout(&self, id: u64) -> Result<(WorkerAddr, String), ApiError> {
         let timeout = self.config.heartbeat_timeout;
         let mut t = lock(&self.tables);
         let Some(route) = t.sessions.get(&id) else {
@@ -171,18 +209,17 @@ impl Shared {
             drop(t);
             return Err(self.gone(id));
         }
-        let base = t
-            .workers
-            .get(&wid)
-            .map(|w| w.base.clone())
-            .unwrap_or_default();
+        let Some(worker) = t.workers.get(&wid).map(Worker::addr) else {
+            drop(t);
+            return Err(self.gone(id));
+        };
         let Some(route) = t.sessions.get_mut(&id) else {
             drop(t);
             return Err(self.gone(id));
         };
         route.busy += 1;
         route.last_used = Instant::now();
-        Ok((base, route.remote_id.clone()))
+        Ok((worker, route.remote_id.clone()))
     }
 
     /// Undoes [`Shared::checkout`] (if the session is still routed).
@@ -200,7 +237,11 @@ impl Shared {
 
 /// The least-loaded live worker serving `env` below its capacity, other than those in `skip`;
 /// reserves one session on it.
-pub(super) fn pick(shared: &Shared, env: &str, skip: &[u64]) -> Result<(u64, String), ApiError> {
+pub(super) fn pick(
+    shared: &Shared,
+    env: &str,
+    skip: &[u64],
+) -> Result<(u64, WorkerAddr), ApiError> {
     let timeout = shared.config.heartbeat_timeout;
     let mut t = lock(&shared.tables);
     let mut serving = 0;
@@ -245,7 +286,7 @@ pub(super) fn pick(shared: &Shared, env: &str, skip: &[u64]) -> Result<(u64, Str
         ));
     };
     w.load += 1;
-    Ok((wid, w.base.clone()))
+    Ok((wid, w.addr()))
 }
 
 /// Releases a reservation made by [`pick`] for a start that failed.
