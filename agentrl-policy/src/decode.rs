@@ -248,7 +248,10 @@ struct Batch<'a> {
     detokenizer: Option<&'a Detokenizer>,
 }
 
-/// The first of `stops` that the text of `ids` contains, if any.
+/// The first of `stops` that the text of the generated `ids` contains, if any. Called after
+/// every token, so only the tail can hold a new match: the text of the last tokens is decoded,
+/// enough of them for the longest stop string even at one byte per token (plus slack for
+/// tokens that decode to pieces of a character), not the whole generation each time.
 fn find_stop(
     stops: &[String],
     ids: &[TokenId],
@@ -257,7 +260,10 @@ fn find_stop(
     if stops.is_empty() {
         return None;
     }
-    let text = detokenizer.map(|d| d(ids))?;
+    let longest = stops.iter().map(String::len).max().unwrap_or(0);
+    let window = 2 * longest + 8;
+    let tail = &ids[ids.len().saturating_sub(window)..];
+    let text = detokenizer.map(|d| d(tail))?;
     stops
         .iter()
         .filter_map(|s| text.find(s.as_str()).map(|at| (at, s)))
@@ -401,5 +407,33 @@ impl PolicyModel for Box<dyn PolicyModel> {
     }
     fn hidden_size(&self) -> usize {
         (**self).hidden_size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One character per id: `a` + id.
+    fn letters() -> Detokenizer {
+        Arc::new(|ids: &[TokenId]| ids.iter().map(|&i| char::from(b'a' + i as u8)).collect())
+    }
+
+    #[test]
+    fn stop_strings_are_found_in_the_tail_of_long_generations() {
+        let d = letters();
+        // 200 tokens of `a`, then `bcdefghijklmnopqrstu` (20 tokens) ends the generation.
+        let mut ids: Vec<TokenId> = vec![0; 200];
+        ids.extend(1..=20);
+        let long = "bcdefghijklmnopqrstu".to_string();
+        let stops = vec!["zz".to_string(), long.clone()];
+        assert_eq!(find_stop(&stops, &ids, Some(&d)), Some(long.clone()));
+        // One token short of the end: not yet.
+        assert_eq!(find_stop(&stops, &ids[..ids.len() - 1], Some(&d)), None);
+        // Of two matches ending at the same token, the one that starts first wins.
+        let both = vec!["tu".to_string(), long.clone()];
+        assert_eq!(find_stop(&both, &ids, Some(&d)), Some(long));
+        assert_eq!(find_stop(&[], &ids, Some(&d)), None);
+        assert_eq!(find_stop(&stops, &ids, None), None);
     }
 }
