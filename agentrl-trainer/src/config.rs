@@ -252,7 +252,8 @@ pub struct RlConfig {
     /// PPO: how far a new value may move from the value the advantages were computed with.
     #[serde(default = "default_value_clip")]
     pub value_clip: f64,
-    /// Normalise advantages per task across the batch (AgentRL's task advantage normalisation).
+    /// Normalise advantages per task across the batch (AgentRL's task advantage normalisation;
+    /// group estimators only: `gae` whitens its token advantages over the whole batch instead).
     #[serde(default = "default_true")]
     pub task_normalization: bool,
     /// Write a checkpoint every this many steps (0: only at the end).
