@@ -300,7 +300,7 @@ pub struct PipelineConfig {
     pub max_batch: usize,
     /// `agentrl serve` processes (`http://HOST:PORT`) that generate the RL rollouts instead of
     /// the in-process policy; empty: in process. After every step the learner writes its
-    /// weights (tiny GPT) or LoRA adapters under the run directory and has each server load
+    /// weights (or LoRA adapters) under the run directory and has each server load
     /// them, so the servers must read this machine's files. Evaluation stays in process.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rollout_servers: Vec<String>,

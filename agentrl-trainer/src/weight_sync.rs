@@ -2,7 +2,8 @@
 //! rollout policy, or to the `agentrl serve` processes that generate the rollouts.
 //!
 //! For servers, the learner writes the new weights under the run directory (a safetensors file
-//! for the tiny GPT, a PEFT adapter directory for a LoRA model) and posts
+//! for the tiny GPT, a PEFT adapter directory for a LoRA model, a directory with
+//! `model.safetensors` for a fully fine-tuned pretrained model) and posts
 //! `/v1/load_weights {"path", "version"}` to every server, so each answers with the new policy
 //! version and the pipeline's staleness bound holds across processes. The servers must be able
 //! to read the run directory (same machine or a shared file system).
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentrl_core::{Error, Policy, Result};
+use agentrl_policy::llama::load::SINGLE_FILE;
 use agentrl_policy::{HttpPolicy, HttpPolicyConfig, RouterPolicy, TchPolicy};
 use serde_json::json;
 use tokio::task::JoinSet;
@@ -36,19 +38,30 @@ impl WeightSync {
     }
 }
 
+/// What a pushed version is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PushedForm {
+    /// The tiny GPT: one safetensors file.
+    TinyFile,
+    /// A LoRA model: a PEFT adapter directory, merged into the base by the server.
+    Adapter,
+    /// A fully fine-tuned pretrained model: a directory holding `model.safetensors` with the
+    /// Hugging Face tensor names.
+    FullDir,
+}
+
 /// The rollout servers, their clients, and where pushed weights are written.
 pub struct ServerPush {
     servers: Vec<Arc<HttpPolicy>>,
     dir: PathBuf,
     base_model: String,
-    lora: bool,
+    form: PushedForm,
 }
 
 impl ServerPush {
     /// Clients for `urls` (bearer `api_key` when given) and a router over them for rollouts;
     /// weights for `spec` go under `dir` (made absolute, so servers elsewhere on this machine
-    /// find them). A fully fine-tuned pretrained model is refused: only the tiny GPT's weights
-    /// and LoRA adapters can be pushed.
+    /// find them).
     pub fn new(
         urls: &[String],
         api_key: Option<&str>,
@@ -56,17 +69,10 @@ impl ServerPush {
         dir: &Path,
         base_model: &str,
     ) -> Result<(Self, RouterPolicy)> {
-        let lora = match spec {
-            ModelSpec::Tiny(_) => false,
-            ModelSpec::Llama { lora: Some(_), .. } => true,
-            ModelSpec::Llama { lora: None, .. } => {
-                return Err(Error::Config(
-                    "pipeline.rollout_servers: a fully fine-tuned pretrained model cannot be \
-                     pushed to servers yet; train it with [lora] (its adapters are pushed) or \
-                     roll out in process"
-                        .into(),
-                ));
-            }
+        let form = match spec {
+            ModelSpec::Tiny(_) => PushedForm::TinyFile,
+            ModelSpec::Llama { lora: Some(_), .. } => PushedForm::Adapter,
+            ModelSpec::Llama { lora: None, .. } => PushedForm::FullDir,
         };
         std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
         let dir = dir
@@ -90,27 +96,26 @@ impl ServerPush {
             servers,
             dir,
             base_model: base_model.to_string(),
-            lora,
+            form,
         };
         Ok((push, router))
     }
 
     /// Where version `version`'s weights are written.
     fn path_of(&self, version: u64) -> PathBuf {
-        if self.lora {
-            self.dir.join(format!("v{version:06}"))
-        } else {
-            self.dir.join(format!("v{version:06}.safetensors"))
+        match self.form {
+            PushedForm::TinyFile => self.dir.join(format!("v{version:06}.safetensors")),
+            PushedForm::Adapter | PushedForm::FullDir => self.dir.join(format!("v{version:06}")),
         }
     }
 
     /// Writes the weights, has every server load them, then removes the previous version.
     async fn publish(&self, learner: &Learner, version: u64) -> Result<()> {
         let path = self.path_of(version);
-        if self.lora {
-            learner.save_peft(&path, &self.base_model)?;
-        } else {
-            learner.save(&path)?;
+        match self.form {
+            PushedForm::TinyFile => learner.save(&path)?,
+            PushedForm::Adapter => learner.save_peft(&path, &self.base_model)?,
+            PushedForm::FullDir => learner.save(&path.join(SINGLE_FILE))?,
         }
         let mut loads = JoinSet::new();
         for server in &self.servers {

@@ -199,16 +199,17 @@ async fn a_pretrained_model_trains_with_lora_end_to_end() {
     assert!(demos.contains("calculator"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lora_run_pushes_its_adapters_to_a_rollout_server() {
+/// Trains 2 RL steps whose rollouts run on an `agentrl serve` of the base model (`lora`: the
+/// `[lora]` section, or "" for full fine-tuning); checks the server followed the learner and
+/// returns what was pushed last.
+async fn run_with_a_rollout_server(lora: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let model_dir = dir.path().join("model");
     std::fs::create_dir_all(&model_dir).unwrap();
     write_model_dir(&model_dir);
-    // The server starts from the base model; the run pushes its adapters after every step.
     let model = ServedModel::load(&model_dir, None, None, Device::Cpu, Dtype::F32, 16, 0).unwrap();
     let (url, state) = common::serve_on_loopback(model, None).await;
-    let text = run_config(&model_dir, "[lora]\nr = 4\nalpha = 8.0").replace(
+    let text = run_config(&model_dir, lora).replace(
         "[pipeline]\n",
         &format!("[pipeline]\nrollout_servers = [\"{url}\"]\n"),
     );
@@ -218,16 +219,45 @@ async fn a_lora_run_pushes_its_adapters_to_a_rollout_server() {
     let run = Run::new(cfg, &run_dir).unwrap();
     let demos = run.write_demonstrations().await.unwrap();
     let learner = run.sft(&demos).unwrap();
-    let (_learner, summary) = run.rl(learner, 0).await.unwrap();
+    let (learner, summary) = run.rl(learner, 0).await.unwrap();
     assert_eq!(summary.steps, 2);
     assert_eq!(agentrl_core::Policy::version(&state.model.policy), 2);
+    // The server now generates exactly what the learner's weights generate.
+    let (vs, model) = learner.clone_model().unwrap();
+    let local = agentrl_policy::TchPolicy::spawn(vs, model, 4, 0).unwrap();
+    let req = agentrl_core::GenerationRequest::new(
+        vec![1, 72, 105, 33],
+        agentrl_core::SamplingParams::greedy(6),
+    );
+    let want = agentrl_core::Policy::generate(&local, vec![req.clone()])
+        .await
+        .unwrap();
+    let got = agentrl_core::Policy::generate(&state.model.policy, vec![req])
+        .await
+        .unwrap();
+    assert_eq!(got[0].ids, want[0].ids);
+    for (a, b) in got[0].logprobs.iter().zip(&want[0].logprobs) {
+        assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+    }
     let pushed = run_dir.join("rollout-weights");
     let names: Vec<String> = std::fs::read_dir(&pushed)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, ["v000002"]);
-    assert!(pushed.join("v000002/adapter_config.json").is_file());
+    assert_eq!(names, ["v000002"], "only the newest version is kept");
+    (dir, pushed.join("v000002"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lora_run_pushes_its_adapters_to_a_rollout_server() {
+    let (_dir, pushed) = run_with_a_rollout_server("[lora]\nr = 4\nalpha = 8.0").await;
+    assert!(pushed.join("adapter_config.json").is_file());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fully_fine_tuned_run_pushes_its_weights_to_a_rollout_server() {
+    let (_dir, pushed) = run_with_a_rollout_server("").await;
+    assert!(pushed.join("model.safetensors").is_file());
 }
 
 #[test]

@@ -7,12 +7,10 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use agentrl_policy::llama::{Dtype, LlamaConfig};
-use agentrl_trainer::learner::ModelSpec;
+use agentrl_policy::llama::Dtype;
 use agentrl_trainer::metrics::read_metrics;
 use agentrl_trainer::run::Run;
 use agentrl_trainer::serve::ServedModel;
-use agentrl_trainer::weight_sync::ServerPush;
 use tch::Device;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -90,27 +88,4 @@ async fn rollouts_on_two_servers_follow_the_learner() {
         err.contains(&dead) && err.contains("did not load weights"),
         "{err}"
     );
-}
-
-#[test]
-fn a_fully_fine_tuned_pretrained_model_is_not_pushed() {
-    let config = LlamaConfig::from_json_str(
-        r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
-        "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "rms_norm_eps": 1e-5, "vocab_size": 64, "max_position_embeddings": 64}"#,
-        "tiny",
-    )
-    .unwrap();
-    let spec = ModelSpec::Llama {
-        config: Box::new(config),
-        lora: None,
-        dtype: Dtype::F32,
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let urls = vec!["http://127.0.0.1:9".to_string()];
-    let err = ServerPush::new(&urls, None, &spec, dir.path(), "tiny")
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("[lora]"), "{err}");
 }
