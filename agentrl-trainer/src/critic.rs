@@ -5,7 +5,11 @@
 //! them, are the only backbone weights that train) and a zero value head, so its first values are
 //! 0 and the first advantages are the Monte Carlo returns. Values are read at every position
 //! whose *next* token the policy generated, aligned with [`crate::batch::PackedBatch::mask`].
-//! The critic is not checkpointed: a resumed run starts a fresh one from the policy's weights.
+//! Its trainable weights (the value head, and the backbone or its LoRA adapters) are saved beside
+//! the policy's checkpoints (`critic-step-N.safetensors`) and restored when a run resumes.
+
+use std::collections::HashMap;
+use std::path::Path;
 
 use agentrl_core::{Error, Result, Trajectory};
 use agentrl_policy::PolicyModel;
@@ -62,6 +66,48 @@ impl Critic {
             opt,
             micro_batch,
         })
+    }
+
+    /// Writes the trainable weights (value head, and backbone or adapters) to `path`.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let mut tensors: Vec<(String, Tensor)> = self
+            .vs
+            .variables()
+            .into_iter()
+            .filter(|(_, t)| t.requires_grad())
+            .map(|(name, t)| (name, t.detach()))
+            .collect();
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        crate::checkpoint::save_tensors(&tensors, path)
+    }
+
+    /// Restores weights written by [`Critic::save`]; every trainable weight must be in the file
+    /// with its shape.
+    pub fn load(&mut self, path: &Path) -> Result<()> {
+        let saved: HashMap<String, Tensor> = Tensor::read_safetensors(path)
+            .map_err(|e| Error::Trainer(format!("reading critic {}: {e}", path.display())))?
+            .into_iter()
+            .collect();
+        for (name, var) in self.vs.variables() {
+            if !var.requires_grad() {
+                continue;
+            }
+            let src = saved.get(&name).ok_or_else(|| {
+                Error::Trainer(format!("critic {}: `{name}` is missing", path.display()))
+            })?;
+            if src.size() != var.size() {
+                return Err(Error::Trainer(format!(
+                    "critic {}: `{name}` has shape {:?}, the critic expects {:?}",
+                    path.display(),
+                    src.size(),
+                    var.size()
+                )));
+            }
+            let mut dst = var.shallow_clone();
+            tch::no_grad(|| dst.f_copy_(&src.to_kind(var.kind()).to(var.device())))
+                .map_err(|e| Error::Trainer(format!("copying critic weight `{name}`: {e}")))?;
+        }
+        Ok(())
     }
 
     /// Values `[B, T-1]` of a packed batch: the value head on the hidden state at every position

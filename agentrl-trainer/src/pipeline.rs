@@ -258,13 +258,20 @@ fn learner_loop(
         grad_clip: rl.grad_clip,
     };
     learner.set_lr(rl.lr);
-    // PPO's critic starts as a copy of the policy (after SFT) with a zero value head.
+    // PPO's critic starts as a copy of the policy (after SFT) with a zero value head, or, when
+    // the run resumes, as it was saved with the checkpoint it resumes from.
     let mut critic = if rl.advantage.needs_critic() {
-        Some(Critic::from_learner(
+        let mut critic = Critic::from_learner(
             &learner,
             rl.critic_lr.unwrap_or(rl.lr),
             cfg.model.micro_batch,
-        )?)
+        )?;
+        let saved = checkpoint_dir(&run_dir).join(critic_file(start));
+        if start > 0 && saved.is_file() {
+            critic.load(&saved)?;
+            tracing::info!("resumed the critic from {}", saved.display());
+        }
+        Some(critic)
     } else {
         None
     };
@@ -398,6 +405,9 @@ fn learner_loop(
             agentrl_core::write_jsonl(&sample_file, &batch, false)?;
             let file = format!("step-{:06}.safetensors", step + 1);
             learner.save(&checkpoint_dir(&run_dir).join(&file))?;
+            if let Some(critic) = &critic {
+                critic.save(&checkpoint_dir(&run_dir).join(critic_file(step + 1)))?;
+            }
             write_latest(
                 &run_dir,
                 &LatestCheckpoint {
@@ -412,6 +422,11 @@ fn learner_loop(
     drop(rx);
     summary.wall_seconds = t_run.elapsed().as_secs_f64();
     Ok((learner, metrics, summary))
+}
+
+/// The critic's checkpoint file name after `step` RL steps.
+fn critic_file(step: usize) -> String {
+    format!("critic-step-{step:06}.safetensors")
 }
 
 /// Adds the mean of each named reward part as `reward/NAME`.

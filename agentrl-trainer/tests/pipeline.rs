@@ -181,7 +181,7 @@ async fn episodes_cut_before_the_first_token_do_not_stall_the_pipeline() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ppo_with_a_critic_trains_one_rollout_per_task() {
+async fn ppo_with_a_critic_trains_one_rollout_per_task_and_resumes_its_critic() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::tiny_config(1);
     config.rl.advantage = agentrl_trainer::advantage::AdvantageEstimator::Gae;
@@ -195,7 +195,7 @@ async fn ppo_with_a_critic_trains_one_rollout_per_task() {
         success: 1.0,
         failure: -1.0,
     };
-    let run = Run::new(config, dir.path()).unwrap();
+    let run = Run::new(config.clone(), dir.path()).unwrap();
     let demos = run.write_demonstrations().await.unwrap();
     let learner = run.sft(&demos).unwrap();
     let (_learner, summary) = run.rl(learner, 0).await.unwrap();
@@ -221,6 +221,27 @@ async fn ppo_with_a_critic_trains_one_rollout_per_task() {
     // The critic starts at 0 and moves: later steps predict non-zero values.
     assert_eq!(steps[0]["value_mean"].as_f64(), Some(0.0));
     assert_ne!(steps[2]["value_mean"].as_f64(), Some(0.0));
+    // It is saved with the checkpoints, and a resumed run continues with it (a fresh critic
+    // would predict exactly 0 on its first step).
+    for step in [2, 3] {
+        let file = dir
+            .path()
+            .join(format!("checkpoints/critic-step-{step:06}.safetensors"));
+        assert!(file.is_file(), "{}", file.display());
+    }
+    config.rl.steps = 4;
+    let run = Run::new(config.clone(), dir.path()).unwrap();
+    let (step, path) = run.latest_checkpoint().unwrap().unwrap();
+    assert_eq!(step, 3);
+    let learner = run.learner(config.rl.lr, Some(&path)).unwrap();
+    run.rl(learner, step).await.unwrap();
+    let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
+    let resumed = rl_steps(&records)
+        .into_iter()
+        .find(|r| r["step"] == 4)
+        .cloned()
+        .unwrap();
+    assert_ne!(resumed["value_mean"].as_f64(), Some(0.0), "{resumed}");
     // A group estimator still needs groups; GAE's settings are checked.
     let mut bad = common::tiny_config(1);
     bad.rl.group_size = 1;
