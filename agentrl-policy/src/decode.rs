@@ -104,6 +104,27 @@ pub trait PolicyModel: Send + 'static {
         rngs: &mut [SeededRng],
         policy_version: u64,
         detokenizer: Option<&Detokenizer>,
+    ) -> Result<Vec<Generation>> {
+        let mut ignore = |_: usize, _: TokenId, _: f32| {};
+        self.generate_with(
+            prompts,
+            params,
+            rngs,
+            policy_version,
+            detokenizer,
+            &mut ignore,
+        )
+    }
+    /// [`PolicyModel::generate`], calling `on_token(row, id, logprob)` as soon as each token of
+    /// each row is sampled (for streaming).
+    fn generate_with(
+        &self,
+        prompts: &[Vec<TokenId>],
+        params: &[SamplingParams],
+        rngs: &mut [SeededRng],
+        policy_version: u64,
+        detokenizer: Option<&Detokenizer>,
+        on_token: &mut dyn FnMut(usize, TokenId, f32),
     ) -> Result<Vec<Generation>>;
     /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given their prefixes under
     /// `softmax(logits / temperature)`, and the entropy of each distribution.
@@ -122,15 +143,21 @@ impl<M: CachedDecoder> PolicyModel for M {
     fn context_len(&self) -> usize {
         CachedDecoder::context_len(self)
     }
-    fn generate(
+    fn generate_with(
         &self,
         prompts: &[Vec<TokenId>],
         params: &[SamplingParams],
         rngs: &mut [SeededRng],
         policy_version: u64,
         detokenizer: Option<&Detokenizer>,
+        on_token: &mut dyn FnMut(usize, TokenId, f32),
     ) -> Result<Vec<Generation>> {
-        generate(self, prompts, params, rngs, policy_version, detokenizer)
+        let batch = Batch {
+            prompts,
+            params,
+            detokenizer,
+        };
+        generate(self, &batch, rngs, policy_version, on_token)
     }
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
         let t = ids.size().get(1).copied().unwrap_or(1);
@@ -179,12 +206,16 @@ pub(crate) fn next_token_logprobs(
 /// text of their generated ids after every token.
 fn generate<M: CachedDecoder>(
     model: &M,
-    prompts: &[Vec<TokenId>],
-    params: &[SamplingParams],
+    batch: &Batch<'_>,
     rngs: &mut [SeededRng],
     policy_version: u64,
-    detokenizer: Option<&Detokenizer>,
+    on_token: &mut dyn FnMut(usize, TokenId, f32),
 ) -> Result<Vec<Generation>> {
+    let Batch {
+        prompts,
+        params,
+        detokenizer,
+    } = *batch;
     let n = prompts.len();
     if params.len() != n || rngs.len() != n {
         return Err(Error::Policy(
@@ -229,22 +260,14 @@ fn generate<M: CachedDecoder>(
     if rows.is_empty() {
         return Ok(out);
     }
-    let batch = Batch {
-        prompts,
-        params,
-        rows: &rows,
-        detokenizer,
-    };
-    tch::no_grad(|| generate_rows(model, &batch, rngs, &mut out))?;
+    tch::no_grad(|| generate_rows(model, batch, &rows, rngs, &mut out, on_token))?;
     Ok(out)
 }
 
-/// The rows of one [`generate`] call that still have room to generate.
+/// The inputs of one [`generate`] call.
 struct Batch<'a> {
     prompts: &'a [Vec<TokenId>],
     params: &'a [SamplingParams],
-    /// Indices into `prompts` of the rows to run.
-    rows: &'a [usize],
     detokenizer: Option<&'a Detokenizer>,
 }
 
@@ -271,16 +294,18 @@ fn find_stop(
         .map(|(_, s)| s.clone())
 }
 
+/// Generates for `rows` (indices into the batch's prompts that still have room).
 fn generate_rows<M: CachedDecoder>(
     model: &M,
     batch: &Batch<'_>,
+    rows: &[usize],
     rngs: &mut [SeededRng],
     out: &mut [Generation],
+    on_token: &mut dyn FnMut(usize, TokenId, f32),
 ) -> Result<()> {
     let Batch {
         prompts,
         params,
-        rows,
         detokenizer,
     } = *batch;
     let b = rows.len();
@@ -349,6 +374,7 @@ fn generate_rows<M: CachedDecoder>(
             let g = &mut out[r];
             g.ids.push(id);
             g.logprobs.push(lp);
+            on_token(r, id, lp);
             next[row] = id as i64;
             if params[r].stop_ids.contains(&id) {
                 g.finish = FinishReason::Stop;
@@ -389,15 +415,16 @@ impl PolicyModel for Box<dyn PolicyModel> {
     fn context_len(&self) -> usize {
         (**self).context_len()
     }
-    fn generate(
+    fn generate_with(
         &self,
         prompts: &[Vec<TokenId>],
         params: &[SamplingParams],
         rngs: &mut [SeededRng],
         policy_version: u64,
         detokenizer: Option<&Detokenizer>,
+        on_token: &mut dyn FnMut(usize, TokenId, f32),
     ) -> Result<Vec<Generation>> {
-        (**self).generate(prompts, params, rngs, policy_version, detokenizer)
+        (**self).generate_with(prompts, params, rngs, policy_version, detokenizer, on_token)
     }
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
         (**self).token_logprobs(ids, temperature)

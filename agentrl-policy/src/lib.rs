@@ -55,4 +55,4 @@ pub use decode::{Detokenizer, PolicyModel};
 #[cfg(feature = "tch")]
 pub use gpt::{GptConfig, TinyGpt};
 #[cfg(feature = "tch")]
-pub use tch_policy::{NamedWeights, TchPolicy, snapshot_weights};
+pub use tch_policy::{GenerationStream, NamedWeights, StreamedToken, TchPolicy, snapshot_weights};

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
-use agentrl_core::{Error, Generation, GenerationRequest, Policy, Result, SeededRng};
+use agentrl_core::{Error, Generation, GenerationRequest, Policy, Result, SeededRng, TokenId};
 use async_trait::async_trait;
 use tch::{Tensor, nn};
+use tokio::sync::mpsc as mpsc_async;
 use tokio::sync::oneshot;
 
 use crate::decode::{Detokenizer, PolicyModel};
@@ -19,11 +20,36 @@ use crate::decode::{Detokenizer, PolicyModel};
 pub type NamedWeights = Vec<(String, Tensor)>;
 
 enum Command {
-    Generate(
-        Vec<GenerationRequest>,
-        oneshot::Sender<Result<Vec<Generation>>>,
-    ),
+    Generate(Job),
     SetWeights(NamedWeights, u64, oneshot::Sender<Result<()>>),
+}
+
+/// A token as it is sampled: the index of its request in the call, the id, its log-probability.
+pub type StreamedToken = (usize, TokenId, f32);
+
+/// One `generate` call waiting for the model thread.
+struct Job {
+    requests: Vec<GenerationRequest>,
+    /// Where each token goes as soon as it is sampled, for streaming calls.
+    stream: Option<mpsc_async::UnboundedSender<StreamedToken>>,
+    reply: oneshot::Sender<Result<Vec<Generation>>>,
+}
+
+/// A generation in progress whose tokens arrive as they are sampled
+/// ([`TchPolicy::generate_streaming`]).
+pub struct GenerationStream {
+    /// Every sampled token, in order per request.
+    pub tokens: mpsc_async::UnboundedReceiver<StreamedToken>,
+    done: oneshot::Receiver<Result<Vec<Generation>>>,
+}
+
+impl GenerationStream {
+    /// The finished generations (after the last token was sent).
+    pub async fn finish(self) -> Result<Vec<Generation>> {
+        self.done
+            .await
+            .map_err(|_| Error::Policy("the model thread dropped a request".into()))?
+    }
 }
 
 /// A handle to a model thread; cheap to clone. The thread stops, and is joined, when the last
@@ -142,6 +168,19 @@ impl TchPolicy {
             .map_err(|_| Error::Policy("the model thread dropped a weight update".into()))?
     }
 
+    /// Like [`Policy::generate`], but every token is also sent on the returned stream as soon as
+    /// it is sampled (batched with other calls as usual).
+    pub fn generate_streaming(&self, requests: Vec<GenerationRequest>) -> Result<GenerationStream> {
+        let (token_tx, tokens) = mpsc_async::unbounded_channel();
+        let (reply, done) = oneshot::channel();
+        self.inner.send(Command::Generate(Job {
+            requests,
+            stream: Some(token_tx),
+            reply,
+        }))?;
+        Ok(GenerationStream { tokens, done })
+    }
+
     /// Number of forward batches run so far (for metrics and tests of batching).
     pub fn batches_run(&self) -> u64 {
         self.batches.load(Ordering::Relaxed)
@@ -155,7 +194,11 @@ impl Policy for TchPolicy {
             return Ok(Vec::new());
         }
         let (tx, rx) = oneshot::channel();
-        self.inner.send(Command::Generate(requests, tx))?;
+        self.inner.send(Command::Generate(Job {
+            requests,
+            stream: None,
+            reply: tx,
+        }))?;
         rx.await
             .map_err(|_| Error::Policy("the model thread dropped a request".into()))?
     }
@@ -218,17 +261,17 @@ impl<M: PolicyModel> ModelThread<M> {
                     }
                     let _ = reply.send(r);
                 }
-                Command::Generate(reqs, reply) => {
-                    let mut jobs = vec![(reqs, reply)];
-                    let mut rows: usize = jobs[0].0.len();
+                Command::Generate(job) => {
+                    let mut rows: usize = job.requests.len();
+                    let mut jobs = vec![job];
                     // Wait a moment for other sessions' requests, so they share this batch.
                     let deadline = std::time::Instant::now() + GATHER_WINDOW;
                     while rows < self.max_batch {
                         let left = deadline.saturating_duration_since(std::time::Instant::now());
                         match rx.recv_timeout(left) {
-                            Ok(Command::Generate(r, tx)) => {
-                                rows += r.len();
-                                jobs.push((r, tx));
+                            Ok(Command::Generate(job)) => {
+                                rows += job.requests.len();
+                                jobs.push(job);
                             }
                             Ok(other) => {
                                 pending = Some(other);
@@ -246,23 +289,37 @@ impl<M: PolicyModel> ModelThread<M> {
 
     /// Generates for every job in one batch and answers each job with its rows.
     fn run_batch(&mut self, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
         let mut prompts = Vec::new();
         let mut params = Vec::new();
         let mut rngs = Vec::new();
-        for (reqs, _) in &jobs {
-            for r in reqs {
+        // For every row: its job and its index in that job.
+        let mut owners = Vec::new();
+        for (j, job) in jobs.iter().enumerate() {
+            for (i, r) in job.requests.iter().enumerate() {
                 prompts.push(r.prompt_ids.clone());
                 rngs.push(match r.params.seed {
                     Some(s) => SeededRng::new(s),
                     None => SeededRng::new(self.seeds.next_u64()),
                 });
                 params.push(r.params.clone());
+                owners.push((j, i));
             }
         }
         let v = self.version.load(Ordering::Acquire);
+        let mut on_token = |row: usize, id: TokenId, logprob: f32| {
+            if let Some(&(j, i)) = owners.get(row)
+                && let Some(stream) = &jobs[j].stream
+            {
+                // A caller that stopped listening only loses the stream, not the generation.
+                let _ = stream.send((i, id, logprob));
+            }
+        };
+        let (model, detokenizer) = (&self.model, self.detokenizer.as_ref());
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.model
-                .generate(&prompts, &params, &mut rngs, v, self.detokenizer.as_ref())
+            model.generate_with(&prompts, &params, &mut rngs, v, detokenizer, &mut on_token)
         }))
         .unwrap_or_else(|panic| {
             let what = panic
@@ -277,14 +334,14 @@ impl<M: PolicyModel> ModelThread<M> {
         match result {
             Ok(all) => {
                 let mut it = all.into_iter();
-                for (reqs, reply) in jobs {
-                    let mine: Vec<Generation> = it.by_ref().take(reqs.len()).collect();
-                    let _ = reply.send(Ok(mine));
+                for job in jobs {
+                    let mine: Vec<Generation> = it.by_ref().take(job.requests.len()).collect();
+                    let _ = job.reply.send(Ok(mine));
                 }
             }
             Err(e) if jobs.len() == 1 => {
-                if let Some((_, reply)) = jobs.into_iter().next() {
-                    let _ = reply.send(Err(e));
+                if let Some(job) = jobs.into_iter().next() {
+                    let _ = job.reply.send(Err(e));
                 }
             }
             Err(_) => {
@@ -299,8 +356,3 @@ impl<M: PolicyModel> ModelThread<M> {
 
 /// How long the model thread waits for more requests before running a batch.
 const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);
-
-type Job = (
-    Vec<GenerationRequest>,
-    oneshot::Sender<Result<Vec<Generation>>>,
-);

@@ -302,3 +302,27 @@ async fn the_policy_thread_matches_stop_strings_only_with_a_detokenizer() {
     assert_eq!(g.ids, full.ids[..first]);
     assert_eq!(g.matched_stop, Some(third));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_tokens_are_the_generations_tokens_in_order() {
+    let (vs, m) = model(8);
+    let policy = TchPolicy::spawn(vs, m, 8, 0).unwrap();
+    let requests = vec![
+        GenerationRequest::new(vec![1, 2], sampled(9, 1)),
+        GenerationRequest::new(vec![3, 4, 5], sampled(5, 2)),
+    ];
+    let mut stream = policy.generate_streaming(requests.clone()).unwrap();
+    let mut seen: Vec<Vec<(u32, f32)>> = vec![Vec::new(); 2];
+    while let Some((i, id, lp)) = stream.tokens.recv().await {
+        seen[i].push((id, lp));
+    }
+    let done = stream.finish().await.unwrap();
+    for (g, tokens) in done.iter().zip(&seen) {
+        let ids: Vec<u32> = tokens.iter().map(|t| t.0).collect();
+        let lps: Vec<f32> = tokens.iter().map(|t| t.1).collect();
+        assert_eq!((&g.ids, &g.logprobs), (&ids, &lps));
+    }
+    assert_eq!((seen[0].len(), seen[1].len()), (9, 5));
+    // The same seeds without streaming give the same generations.
+    assert_eq!(policy.generate(requests).await.unwrap(), done);
+}

@@ -356,6 +356,98 @@ async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
     assert!(fmt.decode(&ids).ends_with("expression"));
 }
 
+/// The `data:` payloads of a server-sent-event answer to `body` on `route`, as JSON (the final
+/// `[DONE]` checked and left out).
+async fn post_stream(base: &str, route: &str, body: &Value) -> Vec<Value> {
+    let response = reqwest::Client::new()
+        .post(format!("{base}{route}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
+    let text = response.text().await.unwrap();
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{text}");
+    data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_answers_add_up_to_the_whole_ones() {
+    let f = fixture();
+    let (base, _state) = start(&f.tool).await;
+    let fmt = TinyChatFormat::new();
+    let prompt = fmt.render_prompt(&[Message::user("Compute 6*7")], &[calculator()]);
+    for stop in [json!(null), json!("*7"), json!(["never", "\"6"])] {
+        let body = json!({"prompt": prompt, "max_tokens": 40, "temperature": 0, "stop": stop});
+        let (status, whole) = post_raw(&base, "/v1/completions", &body.to_string()).await;
+        assert_eq!(status, 200, "{whole}");
+        let mut streamed_body = body.clone();
+        streamed_body["stream"] = json!(true);
+        let chunks = post_stream(&base, "/v1/completions", &streamed_body).await;
+        let text: String = chunks
+            .iter()
+            .map(|c| c["choices"][0]["text"].as_str().unwrap())
+            .collect();
+        let ids: Vec<Value> = chunks
+            .iter()
+            .flat_map(|c| c["choices"][0]["token_ids"].as_array().unwrap().clone())
+            .collect();
+        let choice = &whole["choices"][0];
+        assert_eq!(text, choice["text"].as_str().unwrap(), "stop {stop}");
+        assert_eq!(Value::Array(ids), choice["token_ids"], "stop {stop}");
+        let last = chunks.last().unwrap();
+        assert_eq!(last["choices"][0]["finish_reason"], choice["finish_reason"]);
+        assert_eq!(last["choices"][0]["stop_reason"], choice["stop_reason"]);
+        assert_eq!(last["usage"], whole["usage"]);
+        assert!(
+            chunks[..chunks.len() - 1]
+                .iter()
+                .all(|c| c["choices"][0]["finish_reason"].is_null())
+        );
+    }
+    // Chat without tools streams its content; the deltas add up to the whole message.
+    let body = json!({"messages": [{"role": "user", "content": "Compute 12+30"}],
+                      "temperature": 0, "max_tokens": 20});
+    let (status, whole) = post_raw(&base, "/v1/chat/completions", &body.to_string()).await;
+    assert_eq!(status, 200, "{whole}");
+    let mut streamed_body = body.clone();
+    streamed_body["stream"] = json!(true);
+    let chunks = post_stream(&base, "/v1/chat/completions", &streamed_body).await;
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk")
+    );
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    let want = whole["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(content, want);
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        whole["choices"][0]["finish_reason"]
+    );
+}
+
 async fn post_raw(base: &str, route: &str, body: &str) -> (u16, Value) {
     let response = reqwest::Client::new()
         .post(format!("{base}{route}"))
@@ -390,8 +482,13 @@ async fn bad_requests_are_openai_shaped_400s() {
         ),
         (
             "/v1/completions",
-            json!({"prompt": "hi", "stream": true}).to_string(),
-            "stream",
+            json!({"prompt": ["a", "b"], "stream": true}).to_string(),
+            "stream: streaming answers one prompt",
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "hi", "stream": true, "logprobs": 1}).to_string(),
+            "logprobs are not streamed",
         ),
         (
             "/v1/completions",
@@ -533,6 +630,21 @@ assert all(t.startswith("token_id:") for t in lp.tokens), lp
 ids = client.completions.create(model="tiny", prompt=[60, 61, 62], max_tokens=2, temperature=0)
 assert ids.choices[0].finish_reason in ("stop", "length")
 assert [m.id for m in client.models.list().data] == ["tiny"]
+# Streaming: the deltas add up to the non-streamed answers.
+whole = client.completions.create(model="tiny", prompt="Compute 6*7", max_tokens=30,
+    temperature=0, stop=["}"])
+parts = list(client.completions.create(model="tiny", prompt="Compute 6*7", max_tokens=30,
+    temperature=0, stop=["}"], stream=True))
+assert "".join(p.choices[0].text for p in parts) == whole.choices[0].text, parts
+assert parts[-1].choices[0].finish_reason == whole.choices[0].finish_reason == "stop"
+stream = client.chat.completions.create(model="tiny", temperature=0, max_tokens=40, tools=tools,
+    messages=[{"role": "user", "content": "Compute 6*7"}], stream=True)
+chunks = list(stream)
+assert chunks[0].choices[0].delta.role == "assistant", chunks[0]
+assert chunks[-1].choices[0].finish_reason == "tool_calls", chunks[-1]
+streamed = chunks[-1].choices[0].delta.tool_calls[0]
+assert streamed.function.name == "calculator", streamed
+assert json.loads(streamed.function.arguments) == {"expression": "6*7"}, streamed
 print("openai client ok")
 "#;
 

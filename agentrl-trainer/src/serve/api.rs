@@ -124,7 +124,7 @@ pub struct SamplingFields {
     pub stop_token_ids: Option<Vec<TokenId>>,
     /// Stop strings: one string or a list; the text is cut before the first match.
     pub stop: Option<Value>,
-    /// Streaming is not supported; only `false` is accepted.
+    /// Answer with server-sent events as tokens are sampled (one prompt, `n = 1`).
     pub stream: Option<bool>,
     /// Choices per prompt (default 1).
     pub n: Option<usize>,
@@ -138,9 +138,6 @@ impl SamplingFields {
         format_stops: Vec<TokenId>,
         ignore_eos: bool,
     ) -> Result<SamplingParams, ApiError> {
-        if self.stream == Some(true) {
-            return Err(ApiError::bad("stream: streaming is not supported"));
-        }
         let stop = stop_strings(self.stop.as_ref())?;
         let mut stop_ids = self.stop_token_ids.clone().unwrap_or_default();
         if !ignore_eos {

@@ -13,20 +13,22 @@ use serde_json::{Value, json};
 use super::api::{
     ApiError, ChatRequest, CompletionRequest, GenerateRequest, PromptInput, parse_body,
 };
+use super::stream::{self, Shape, check_streamable};
 use super::{Codec, ServeState};
+use axum::response::{IntoResponse, Response};
 
 /// The state handlers receive.
 pub(crate) type Shared = Arc<ServeState>;
 
 /// Seconds since the Unix epoch (OpenAI's `created`).
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
 /// Rejects prompts that are empty, hold ids outside the vocabulary or leave no room to generate.
-fn check_prompt(s: &ServeState, ids: &[TokenId], index: usize) -> Result<(), ApiError> {
+pub(crate) fn check_prompt(s: &ServeState, ids: &[TokenId], index: usize) -> Result<(), ApiError> {
     let m = &s.model;
     if ids.is_empty() {
         return Err(ApiError::bad(format!("prompt {index} is empty")));
@@ -71,7 +73,7 @@ async fn generate_rows(
         .map_err(|e| ApiError::internal(format!("generation failed: {e}")))
 }
 
-fn finish_name(g: &Generation) -> &'static str {
+pub(crate) fn finish_name(g: &Generation) -> &'static str {
     match g.finish {
         FinishReason::Stop => "stop",
         FinishReason::Length => "length",
@@ -80,7 +82,7 @@ fn finish_name(g: &Generation) -> &'static str {
 
 /// The generated text as OpenAI returns it: without the final stop id, and cut before the
 /// stop string that ended generation.
-fn output_text(codec: &Codec, g: &Generation) -> String {
+pub(crate) fn output_text(codec: &Codec, g: &Generation) -> String {
     match (&g.matched_stop, g.finish, g.ids.split_last()) {
         (Some(stop), _, _) => cut_at(codec.decode(&g.ids), stop),
         (None, FinishReason::Stop, Some((_, rest))) => codec.decode(rest),
@@ -97,7 +99,7 @@ fn cut_at(mut text: String, stop: &str) -> String {
 }
 
 /// vLLM's `stop_reason`: the matched stop string, else the stop id that ended generation.
-fn stop_reason(g: &Generation) -> Value {
+pub(crate) fn stop_reason(g: &Generation) -> Value {
     match (&g.matched_stop, g.finish) {
         (Some(stop), _) => json!(stop),
         (None, FinishReason::Stop) => json!(g.ids.last()),
@@ -105,13 +107,13 @@ fn stop_reason(g: &Generation) -> Value {
     }
 }
 
-fn usage(prompt: usize, completion: usize) -> Value {
+pub(crate) fn usage(prompt: usize, completion: usize) -> Value {
     json!({"prompt_tokens": prompt, "completion_tokens": completion,
            "total_tokens": prompt + completion})
 }
 
 /// `POST /v1/completions`: text or token-id prompts; logprobs; generated ids in `token_ids`.
-pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
+pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
     let req: CompletionRequest = parse_body(&body, "/v1/completions")?;
     if req.echo {
         return Err(ApiError::bad("echo: echoing the prompt is not supported"));
@@ -137,6 +139,12 @@ pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Json<Va
         codec.format().stop_ids(),
         req.ignore_eos,
     )?;
+    if req.sampling.stream == Some(true) {
+        check_streamable(prompts.len(), n, req.logprobs.is_some())?;
+        check_prompt(&s, &prompts[0], 0)?;
+        let request = GenerationRequest::new(prompts[0].clone(), params);
+        return Ok(stream::sse(s.clone(), request, Shape::Completion)?.into_response());
+    }
     let generations = generate_rows(&s, &prompts, &params, n).await?;
     let mut choices = Vec::with_capacity(generations.len());
     let mut completion_tokens = 0;
@@ -180,12 +188,13 @@ pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Json<Va
         "object": "text_completion", "created": now_secs(), "model": s.model.name,
         "choices": choices, "usage": usage(prompt_tokens, completion_tokens),
         "policy_version": version,
-    })))
+    }))
+    .into_response())
 }
 
 /// `POST /v1/chat/completions`: messages and tools rendered by the model's chat format; tool
 /// calls parsed back into OpenAI's `tool_calls`.
-pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
+pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
     let req: ChatRequest = parse_body(&body, "/v1/chat/completions")?;
     if req.messages.is_empty() {
         return Err(ApiError::bad("messages: at least one message is needed"));
@@ -203,6 +212,14 @@ pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, A
     let max = req.max_completion_tokens.or(req.max_tokens).unwrap_or(room);
     let n = req.sampling.choices()?;
     let params = req.sampling.params(max, codec.format().stop_ids(), false)?;
+    if req.sampling.stream == Some(true) {
+        check_streamable(1, n, req.logprobs)?;
+        let shape = Shape::Chat {
+            tools: !tools.is_empty(),
+        };
+        let request = GenerationRequest::new(prompt, params);
+        return Ok(stream::sse(s.clone(), request, shape)?.into_response());
+    }
     let generations = generate_rows(&s, std::slice::from_ref(&prompt), &params, n).await?;
     let id = s.next_id.fetch_add(1, Ordering::Relaxed);
     let mut choices = Vec::with_capacity(n);
@@ -245,7 +262,8 @@ pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, A
         "id": format!("chatcmpl-{id}"), "object": "chat.completion", "created": now_secs(),
         "model": s.model.name, "choices": choices,
         "usage": usage(prompt.len() * n, completion_tokens), "policy_version": version,
-    })))
+    }))
+    .into_response())
 }
 
 /// `POST /generate` (SGLang's native API): `input_ids` or `text` in; `output_ids` and

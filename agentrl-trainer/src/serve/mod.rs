@@ -12,7 +12,8 @@
 //! in a request is accepted: one model is served. Errors are OpenAI-shaped JSON; bad input is a
 //! 400 that says what is wrong. Stop strings (`stop`) end generation once the text contains one:
 //! the text is cut before it, `token_ids` keep the token that completed it, and `stop_reason`
-//! names it. Streaming is not supported (400). With
+//! names it. `stream: true` on completions and chat answers with server-sent events as tokens
+//! are sampled (`stream.rs`; one prompt, `n = 1`; not on SGLang's `/generate`). With
 //! `--api-key KEY` every route but `/health` needs `Authorization: Bearer KEY` (401 otherwise);
 //! without one, anyone who can reach the port can generate and load weights from any path the
 //! process can read, so keep such a server on 127.0.0.1 or a trusted network.
@@ -21,6 +22,7 @@ pub mod admin;
 pub mod api;
 pub mod handlers;
 pub mod model;
+pub mod stream;
 
 use std::path::PathBuf;
 use std::sync::Arc;
