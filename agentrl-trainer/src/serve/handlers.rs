@@ -5,9 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use agentrl_core::{FinishReason, Generation, GenerationRequest, Policy, SamplingParams, TokenId};
+use agentrl_policy::ParsedAction;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::api::{
@@ -15,7 +17,6 @@ use super::api::{
 };
 use super::stream::{self, Shape, check_streamable};
 use super::{Codec, ServeState};
-use axum::response::{IntoResponse, Response};
 
 /// The state handlers receive.
 pub(crate) type Shared = Arc<ServeState>;
@@ -96,6 +97,25 @@ fn cut_at(mut text: String, stop: &str) -> String {
         text.truncate(at);
     }
     text
+}
+
+/// The assistant message of a chat answer (tool calls parsed from the ids, content cut before a
+/// matched stop string) and its OpenAI finish reason.
+pub(crate) fn chat_message(
+    codec: &Codec,
+    g: &Generation,
+    call_prefix: &str,
+) -> (ParsedAction, &'static str) {
+    let mut parsed = codec.format().parse_assistant(&g.ids, call_prefix);
+    if let (Some(stop), Some(content)) = (&g.matched_stop, &mut parsed.message.content) {
+        *content = cut_at(std::mem::take(content), stop);
+    }
+    let finish = if parsed.message.tool_calls.is_empty() {
+        finish_name(g)
+    } else {
+        "tool_calls"
+    };
+    (parsed, finish)
 }
 
 /// vLLM's `stop_reason`: the matched stop string, else the stop id that ended generation.
@@ -226,17 +246,7 @@ pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Response, ApiE
     let mut completion_tokens = 0;
     for (index, g) in generations.iter().enumerate() {
         completion_tokens += g.ids.len();
-        let mut parsed = codec
-            .format()
-            .parse_assistant(&g.ids, &format!("call_{id}_{index}_"));
-        if let (Some(stop), Some(content)) = (&g.matched_stop, &mut parsed.message.content) {
-            *content = cut_at(std::mem::take(content), stop);
-        }
-        let finish = if !parsed.message.tool_calls.is_empty() {
-            "tool_calls"
-        } else {
-            finish_name(g)
-        };
+        let (parsed, finish) = chat_message(codec, g, &format!("call_{id}_{index}_"));
         let logprobs = req.logprobs.then(|| {
             let content: Vec<Value> = g
                 .ids

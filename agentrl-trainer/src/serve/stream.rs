@@ -17,7 +17,9 @@ use futures_util::stream::{self, Stream};
 use serde_json::{Value, json};
 
 use super::api::ApiError;
-use super::handlers::{Shared, finish_name, now_secs, output_text, stop_reason, usage};
+use super::handlers::{
+    Shared, chat_message, finish_name, now_secs, output_text, stop_reason, usage,
+};
 use super::model::Codec;
 
 /// The text of a growing generation, released in safe pieces.
@@ -110,59 +112,63 @@ impl State {
 
     /// The chunk of one sampled token.
     fn token(&mut self, id: TokenId) -> Event {
-        let delta = self.deltas.push(&self.shared.model.codec, id);
-        match self.shape {
-            Shape::Completion => self.chunk(json!({"index": 0, "text": delta, "logprobs": null,
-                                                   "finish_reason": null, "token_ids": [id]})),
-            Shape::Chat { tools: false } => self.chunk(json!({"index": 0,
-                "delta": {"content": delta}, "finish_reason": null, "token_ids": [id]})),
-            Shape::Chat { tools: true } => self.chunk(json!({"index": 0, "delta": {},
-                                                            "finish_reason": null,
-                                                            "token_ids": [id]})),
-        }
+        let text = self.deltas.push(&self.shared.model.codec, id);
+        let choice = match self.shape {
+            Shape::Completion => {
+                json!({"index": 0, "text": text, "logprobs": null, "finish_reason": null,
+                       "token_ids": [id]})
+            }
+            Shape::Chat { tools } => {
+                // With tools the message is sent whole at the end.
+                let delta = if tools {
+                    json!({})
+                } else {
+                    json!({ "content": text })
+                };
+                json!({"index": 0, "delta": delta, "finish_reason": null, "token_ids": [id]})
+            }
+        };
+        self.chunk(choice)
     }
 
     /// The last chunk (rest of the text, finish reason, usage) for the finished `g`.
     fn last(&self, g: &Generation, call_prefix: &str) -> Event {
         let codec = &self.shared.model.codec;
-        let usage = usage(self.prompt_tokens, g.ids.len());
         let choice = match self.shape {
             Shape::Completion => {
-                json!({"index": 0, "text": self.deltas.rest(&output_text(codec, g)),
-                "logprobs": null, "finish_reason": finish_name(g), "stop_reason": stop_reason(g),
-                "token_ids": []})
+                let text = self.deltas.rest(&output_text(codec, g));
+                json!({"index": 0, "text": text, "logprobs": null,
+                       "finish_reason": finish_name(g), "stop_reason": stop_reason(g),
+                       "token_ids": []})
             }
             Shape::Chat { tools } => {
-                let mut parsed = codec.format().parse_assistant(&g.ids, call_prefix);
-                if let (Some(stop), Some(content)) = (&g.matched_stop, &mut parsed.message.content)
-                    && let Some(at) = content.find(stop.as_str())
-                {
-                    content.truncate(at);
-                }
-                let content = parsed.message.content.clone().unwrap_or_default();
-                let mut delta = json!({"content": if tools { content } else {
-                    self.deltas.rest(&content) }});
-                let finish = if parsed.message.tool_calls.is_empty() {
-                    finish_name(g)
+                let (parsed, finish) = chat_message(codec, g, call_prefix);
+                let content = parsed.message.content.unwrap_or_default();
+                let mut delta = if tools {
+                    json!({ "content": content })
                 } else {
+                    json!({ "content": self.deltas.rest(&content) })
+                };
+                if !parsed.message.tool_calls.is_empty() {
+                    // Streamed tool calls carry their position in the message.
                     let calls: Vec<Value> = parsed
                         .message
                         .tool_calls
                         .iter()
                         .enumerate()
-                        .map(|(i, c)| {
-                            json!({"index": i, "id": c.id, "type": "function",
-                            "function": {"name": c.function.name,
-                                         "arguments": c.function.arguments}})
+                        .map(|(i, call)| {
+                            let mut call = json!(call);
+                            call["index"] = json!(i);
+                            call
                         })
                         .collect();
                     delta["tool_calls"] = json!(calls);
-                    "tool_calls"
-                };
+                }
                 json!({"index": 0, "delta": delta, "finish_reason": finish,
                        "stop_reason": stop_reason(g), "parse_error": parsed.error})
             }
         };
+        let usage = usage(self.prompt_tokens, g.ids.len());
         // Usage and the policy version ride on the last chunk.
         let mut body = self.body(choice);
         body["usage"] = usage;
