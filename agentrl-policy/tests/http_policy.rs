@@ -95,6 +95,28 @@ async fn serve(b: Arc<Behaviour>) -> String {
     format!("http://{addr}/v1")
 }
 
+/// A client (with `retries`) of a server that answers every request with `status` and `body`;
+/// also returns the server's behaviour (to count its hits).
+async fn fixed_answer(
+    status: StatusCode,
+    body: &str,
+    retries: u32,
+) -> (HttpPolicy, Arc<Behaviour>) {
+    let mut b = behaviour(0);
+    b.fixed = Some((status, body.to_string()));
+    let b = Arc::new(b);
+    (client(&serve(b.clone()).await, retries), b)
+}
+
+/// The error of one request, as text (the request must fail).
+async fn error_of(policy: &HttpPolicy) -> String {
+    policy
+        .generate(vec![request(None)])
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
 fn client(base: &str, retries: u32) -> HttpPolicy {
     let mut c = HttpPolicyConfig::new(base, "m");
     c.max_retries = retries;
@@ -132,11 +154,7 @@ async fn retries_503_with_backoff_then_succeeds() {
     let mut b2 = behaviour(7);
     b2.fail_first = 5;
     let policy = client(&serve(Arc::new(b2)).await, 1);
-    let err = policy
-        .generate(vec![request(None)])
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = error_of(&policy).await;
     assert!(
         err.contains("503") && err.contains("gave up after 2 attempts"),
         "{err}"
@@ -146,18 +164,9 @@ async fn retries_503_with_backoff_then_succeeds() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried_and_bad_answers_are_named() {
-    let mut b = behaviour(0);
-    b.fixed = Some((
-        StatusCode::BAD_REQUEST,
-        r#"{"error":{"message":"bad prompt"}}"#.into(),
-    ));
-    let b = Arc::new(b);
-    let policy = client(&serve(b.clone()).await, 4);
-    let err = policy
-        .generate(vec![request(None)])
-        .await
-        .unwrap_err()
-        .to_string();
+    let bad_prompt = r#"{"error":{"message":"bad prompt"}}"#;
+    let (policy, b) = fixed_answer(StatusCode::BAD_REQUEST, bad_prompt, 4).await;
+    let err = error_of(&policy).await;
     assert!(
         err.contains("HTTP 400") && err.contains("bad prompt"),
         "{err}"
@@ -168,41 +177,21 @@ async fn client_errors_are_not_retried_and_bad_answers_are_named() {
         "a 400 must not be retried"
     );
 
-    let mut b = behaviour(0);
-    b.fixed = Some((StatusCode::OK, "<html>proxy page</html>".into()));
-    let policy = client(&serve(Arc::new(b)).await, 0);
-    let err = policy
-        .generate(vec![request(None)])
-        .await
-        .unwrap_err()
-        .to_string();
+    let (policy, _) = fixed_answer(StatusCode::OK, "<html>proxy page</html>", 0).await;
+    let err = error_of(&policy).await;
     assert!(
         err.contains("not JSON") && err.contains("proxy page"),
         "{err}"
     );
 
-    let mut b = behaviour(0);
-    b.fixed = Some((
-        StatusCode::OK,
-        r#"{"choices":[{"text":"hi","finish_reason":"stop"}]}"#.into(),
-    ));
-    let policy = client(&serve(Arc::new(b)).await, 0);
-    let err = policy
-        .generate(vec![request(None)])
-        .await
-        .unwrap_err()
-        .to_string();
+    let no_logprobs = r#"{"choices":[{"text":"hi","finish_reason":"stop"}]}"#;
+    let (policy, _) = fixed_answer(StatusCode::OK, no_logprobs, 0).await;
+    let err = error_of(&policy).await;
     assert!(err.contains("choices[0].logprobs"), "{err}");
 
-    let mut b = behaviour(0);
     let text = r#"{"choices":[{"finish_reason":"stop","logprobs":{"tokens":["hi"],"token_logprobs":[-1.0]}}]}"#;
-    b.fixed = Some((StatusCode::OK, text.into()));
-    let policy = client(&serve(Arc::new(b)).await, 0);
-    let err = policy
-        .generate(vec![request(None)])
-        .await
-        .unwrap_err()
-        .to_string();
+    let (policy, _) = fixed_answer(StatusCode::OK, text, 0).await;
+    let err = error_of(&policy).await;
     assert!(err.contains("return_tokens_as_token_ids"), "{err}");
 }
 
@@ -212,11 +201,7 @@ async fn unreachable_servers_are_retried_then_named() {
     let addr = listener.local_addr().unwrap();
     drop(listener);
     let policy = client(&format!("http://{addr}"), 2);
-    let err = policy
-        .generate(vec![request(None)])
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = error_of(&policy).await;
     assert!(
         err.contains("cannot connect") && err.contains(&addr.to_string()),
         "{err}"
