@@ -1,11 +1,14 @@
 //! The learner's updates move the model the right way (per-trajectory and per-token
 //! advantages), the PPO critic learns returns, and checkpoints round-trip.
 
-use agentrl_core::{FinishReason, Outcome, Split, Trajectory, Turn};
+use agentrl_core::Trajectory;
 use agentrl_policy::GptConfig;
 use agentrl_trainer::critic::Critic;
 use agentrl_trainer::learner::{Advantages, GrpoParams, Learner, pack};
 use tch::{Device, Kind, Tensor};
+
+mod common;
+use common::one_turn_trajectory as traj;
 
 fn cfg() -> GptConfig {
     GptConfig {
@@ -16,33 +19,6 @@ fn cfg() -> GptConfig {
         max_seq_len: 32,
         ffn_mult: 2,
         rope_theta: 10_000.0,
-    }
-}
-
-fn traj(prompt: Vec<u32>, generated: Vec<u32>, logprobs: Vec<f32>) -> Trajectory {
-    Trajectory {
-        env_id: "toy".into(),
-        task_id: "t".into(),
-        split: Split::Train,
-        group_id: 0,
-        messages: vec![],
-        turns: vec![Turn {
-            injected_ids: prompt,
-            generated_ids: generated,
-            logprobs,
-            policy_version: 0,
-            policy_name: None,
-            finish: FinishReason::Stop,
-            reward: 0.0,
-            invalid_action: None,
-        }],
-        outcome: Outcome::Completed,
-        success: false,
-        score: None,
-        tool_calls: 0,
-        tool_errors: 0,
-        reward: 0.0,
-        reward_parts: Default::default(),
     }
 }
 

@@ -6,16 +6,16 @@
 
 use std::collections::BTreeMap;
 
-use agentrl_core::{
-    FinishReason, GenerationRequest, Outcome, Policy, SamplingParams, SeededRng, Split, Trajectory,
-    Turn,
-};
+use agentrl_core::{GenerationRequest, Policy, SamplingParams, SeededRng, Trajectory};
 use agentrl_policy::TchPolicy;
 use agentrl_policy::llama::{
     Dtype, Llama, LlamaConfig, LoraConfig, TARGET_MODULES, is_adapter_name,
 };
 use agentrl_trainer::learner::{GrpoParams, Learner, pack};
 use tch::{Device, Kind, Tensor, nn};
+
+mod common;
+use common::one_turn_trajectory as traj;
 
 const TINY: &str = r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -77,33 +77,6 @@ fn lora_learner(seed: u64, lr: f64) -> Learner {
         }
     });
     learner
-}
-
-fn traj(prompt: Vec<u32>, generated: Vec<u32>, logprobs: Vec<f32>) -> Trajectory {
-    Trajectory {
-        env_id: "toy".into(),
-        task_id: "t".into(),
-        split: Split::Train,
-        group_id: 0,
-        messages: vec![],
-        turns: vec![Turn {
-            injected_ids: prompt,
-            generated_ids: generated,
-            logprobs,
-            policy_version: 0,
-            policy_name: None,
-            finish: FinishReason::Stop,
-            reward: 0.0,
-            invalid_action: None,
-        }],
-        outcome: Outcome::Completed,
-        success: false,
-        score: None,
-        tool_calls: 0,
-        tool_errors: 0,
-        reward: 0.0,
-        reward_parts: Default::default(),
-    }
 }
 
 fn batch() -> Vec<Trajectory> {

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use agentrl_core::{
-    FinishReason, GenerationRequest, Message, Outcome, Policy, SamplingParams, Split, ToolCall,
-    ToolSpec, Trajectory, Turn,
+    FinishReason, GenerationRequest, Message, Policy, SamplingParams, Split, ToolCall, ToolSpec,
+    Trajectory,
 };
 use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::{Dtype, LoraConfig, save_adapters};
@@ -51,29 +51,10 @@ fn tool_call_demo(fmt: &TinyChatFormat) -> Trajectory {
     let prompt = fmt.render_prompt(&[Message::user("Compute 6*7")], &[calculator()]);
     let call = ToolCall::new("c0", "calculator", &json!({"expression": "6*7"}));
     let generated = fmt.render_assistant(&Message::assistant_tool_calls(None, vec![call]));
+    let logprobs = vec![0.0; generated.len()];
     Trajectory {
-        env_id: "demo".into(),
-        task_id: "t".into(),
-        split: Split::Train,
-        group_id: 0,
-        messages: vec![],
-        turns: vec![Turn {
-            injected_ids: prompt,
-            logprobs: vec![0.0; generated.len()],
-            generated_ids: generated,
-            policy_version: 0,
-            policy_name: None,
-            finish: FinishReason::Stop,
-            reward: 0.0,
-            invalid_action: None,
-        }],
-        outcome: Outcome::Completed,
         success: true,
-        score: None,
-        tool_calls: 0,
-        tool_errors: 0,
-        reward: 0.0,
-        reward_parts: Default::default(),
+        ..common::one_turn_trajectory(prompt, generated, logprobs)
     }
 }
 
@@ -328,8 +309,7 @@ async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
     // The OpenAI text is cut before the stop string; the ids and `stop_reason` tell the rest.
     let before_stop = &full_text[..full_text.find(stop).unwrap()];
     let body = json!({"prompt": prompt, "max_tokens": 60, "stop": stop});
-    let (status, answer) = post_raw(&base, "/v1/completions", &body.to_string()).await;
-    assert_eq!(status, 200, "{answer}");
+    let answer = post_ok(&base, "/v1/completions", &body).await;
     let choice = &answer["choices"][0];
     assert_eq!(choice["text"], before_stop);
     assert_eq!(choice["finish_reason"], "stop");
@@ -337,8 +317,7 @@ async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
     assert_eq!(choice["token_ids"], json!(want.ids));
     let body = json!({"input_ids": prompt, "sampling_params":
                       {"max_new_tokens": 60, "temperature": 0, "stop": [stop]}});
-    let (status, answer) = post_raw(&base, "/generate", &body.to_string()).await;
-    assert_eq!(status, 200, "{answer}");
+    let answer = post_ok(&base, "/generate", &body).await;
     assert_eq!(answer["text"], before_stop);
     assert_eq!(answer["meta_info"]["finish_reason"]["matched"], stop);
     // Chat: the message stops at the string too; tool calls are parsed from the ids, so a call
@@ -346,8 +325,7 @@ async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
     let body = json!({"messages": [{"role": "user", "content": "Compute 6*7"}],
                       "tools": [calculator()],
                       "temperature": 0, "stop": ["expression"]});
-    let (status, answer) = post_raw(&base, "/v1/chat/completions", &body.to_string()).await;
-    assert_eq!(status, 200, "{answer}");
+    let answer = post_ok(&base, "/v1/chat/completions", &body).await;
     let choice = &answer["choices"][0];
     assert_eq!(choice["stop_reason"], "expression", "{answer}");
     let parse_error = choice["parse_error"].as_str().unwrap();
@@ -394,8 +372,7 @@ async fn streamed_answers_add_up_to_the_whole_ones() {
     let prompt = fmt.render_prompt(&[Message::user("Compute 6*7")], &[calculator()]);
     for stop in [json!(null), json!("*7"), json!(["never", "\"6"])] {
         let body = json!({"prompt": prompt, "max_tokens": 40, "temperature": 0, "stop": stop});
-        let (status, whole) = post_raw(&base, "/v1/completions", &body.to_string()).await;
-        assert_eq!(status, 200, "{whole}");
+        let whole = post_ok(&base, "/v1/completions", &body).await;
         let mut streamed_body = body.clone();
         streamed_body["stream"] = json!(true);
         let chunks = post_stream(&base, "/v1/completions", &streamed_body).await;
@@ -423,8 +400,7 @@ async fn streamed_answers_add_up_to_the_whole_ones() {
     // Chat without tools streams its content; the deltas add up to the whole message.
     let body = json!({"messages": [{"role": "user", "content": "Compute 12+30"}],
                       "temperature": 0, "max_tokens": 20});
-    let (status, whole) = post_raw(&base, "/v1/chat/completions", &body.to_string()).await;
-    assert_eq!(status, 200, "{whole}");
+    let whole = post_ok(&base, "/v1/chat/completions", &body).await;
     let mut streamed_body = body.clone();
     streamed_body["stream"] = json!(true);
     let chunks = post_stream(&base, "/v1/chat/completions", &streamed_body).await;
@@ -446,6 +422,13 @@ async fn streamed_answers_add_up_to_the_whole_ones() {
         chunks.last().unwrap()["choices"][0]["finish_reason"],
         whole["choices"][0]["finish_reason"]
     );
+}
+
+/// The JSON answer to `body` on `route`, which must be a 200.
+async fn post_ok(base: &str, route: &str, body: &Value) -> Value {
+    let (status, answer) = post_raw(base, route, &body.to_string()).await;
+    assert_eq!(status, 200, "{route}: {answer}");
+    answer
 }
 
 async fn post_raw(base: &str, route: &str, body: &str) -> (u16, Value) {
@@ -546,8 +529,7 @@ async fn bad_requests_are_openai_shaped_400s() {
     // Any model name is served; text prompts work; n choices come back.
     let body = json!({"model": "whatever", "prompt": "Compute", "max_tokens": 3, "n": 2,
                       "logprobs": 0, "seed": 1, "ignore_eos": true});
-    let (status, answer) = post_raw(&base, "/v1/completions", &body.to_string()).await;
-    assert_eq!(status, 200, "{answer}");
+    let answer = post_ok(&base, "/v1/completions", &body).await;
     assert_eq!(answer["choices"].as_array().unwrap().len(), 2);
     assert_eq!(
         answer["choices"][0]["token_ids"].as_array().unwrap().len(),

@@ -6,6 +6,7 @@ pub mod gguf;
 
 use std::sync::Arc;
 
+use agentrl_core::{FinishReason, Outcome, Split, Trajectory, Turn};
 use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::serve::{ServeState, ServedModel, app};
 
@@ -62,4 +63,37 @@ pub async fn serve_on_loopback(
     let router = app(state.clone());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     (format!("http://{addr}"), state)
+}
+
+/// A completed, unrewarded train trajectory of env `toy` with one turn: `prompt` injected,
+/// `generated` sampled with `logprobs`. Tests set other fields with struct-update syntax.
+pub fn one_turn_trajectory(
+    prompt: Vec<u32>,
+    generated: Vec<u32>,
+    logprobs: Vec<f32>,
+) -> Trajectory {
+    Trajectory {
+        env_id: "toy".into(),
+        task_id: "t".into(),
+        split: Split::Train,
+        group_id: 0,
+        messages: vec![],
+        turns: vec![Turn {
+            injected_ids: prompt,
+            generated_ids: generated,
+            logprobs,
+            policy_version: 0,
+            policy_name: None,
+            finish: FinishReason::Stop,
+            reward: 0.0,
+            invalid_action: None,
+        }],
+        outcome: Outcome::Completed,
+        success: false,
+        score: None,
+        tool_calls: 0,
+        tool_errors: 0,
+        reward: 0.0,
+        reward_parts: Default::default(),
+    }
 }
