@@ -1,12 +1,13 @@
 //! Batched, left-padded generation with a KV cache, shared by every tch decoder.
 //!
-//! A model implements `CachedDecoder` (one forward over new ids at given positions, with an
-//! attention bias and a cache); the shared `generate` does the rest: validation, left padding, per-row
-//! sampling parameters and random streams, stop ids and the context limit.
+//! A model implements `CachedDecoder` (its final hidden states over new ids at given
+//! positions, with an attention bias and a cache, and its vocabulary head); the shared
+//! `generate` does the rest: validation, left padding, per-row sampling parameters and random
+//! streams, stop ids, stop strings, per-token callbacks and the context limit.
 
-use agentrl_core::{Error, FinishReason, Generation, Result, SamplingParams, SeededRng, TokenId};
 use std::sync::Arc;
 
+use agentrl_core::{Error, FinishReason, Generation, Result, SamplingParams, SeededRng, TokenId};
 use tch::{Device, Kind, Tensor};
 
 use crate::sampling::sample_token;

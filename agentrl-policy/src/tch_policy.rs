@@ -46,10 +46,14 @@ pub struct GenerationStream {
 impl GenerationStream {
     /// The finished generations (after the last token was sent).
     pub async fn finish(self) -> Result<Vec<Generation>> {
-        self.done
-            .await
-            .map_err(|_| Error::Policy("the model thread dropped a request".into()))?
+        answer(self.done).await
     }
+}
+
+/// The model thread's answer to a submitted job.
+async fn answer(done: oneshot::Receiver<Result<Vec<Generation>>>) -> Result<Vec<Generation>> {
+    done.await
+        .map_err(|_| Error::Policy("the model thread dropped a request".into()))?
 }
 
 /// A handle to a model thread; cheap to clone. The thread stops, and is joined, when the last
@@ -172,13 +176,23 @@ impl TchPolicy {
     /// it is sampled (batched with other calls as usual).
     pub fn generate_streaming(&self, requests: Vec<GenerationRequest>) -> Result<GenerationStream> {
         let (token_tx, tokens) = mpsc_async::unbounded_channel();
+        let done = self.submit(requests, Some(token_tx))?;
+        Ok(GenerationStream { tokens, done })
+    }
+
+    /// Queues `requests` for the model thread; the receiver gets the generations.
+    fn submit(
+        &self,
+        requests: Vec<GenerationRequest>,
+        stream: Option<mpsc_async::UnboundedSender<StreamedToken>>,
+    ) -> Result<oneshot::Receiver<Result<Vec<Generation>>>> {
         let (reply, done) = oneshot::channel();
         self.inner.send(Command::Generate(Job {
             requests,
-            stream: Some(token_tx),
+            stream,
             reply,
         }))?;
-        Ok(GenerationStream { tokens, done })
+        Ok(done)
     }
 
     /// Number of forward batches run so far (for metrics and tests of batching).
@@ -193,14 +207,7 @@ impl Policy for TchPolicy {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        let (tx, rx) = oneshot::channel();
-        self.inner.send(Command::Generate(Job {
-            requests,
-            stream: None,
-            reply: tx,
-        }))?;
-        rx.await
-            .map_err(|_| Error::Policy("the model thread dropped a request".into()))?
+        answer(self.submit(requests, None)?).await
     }
 
     fn version(&self) -> u64 {
@@ -309,12 +316,15 @@ impl<M: PolicyModel> ModelThread<M> {
             }
         }
         let v = self.version.load(Ordering::Acquire);
+        // Which jobs' streams have had tokens (a retry must not send them again).
+        let mut streamed = vec![false; jobs.len()];
         let mut on_token = |row: usize, id: TokenId, logprob: f32| {
             if let Some(&(j, i)) = owners.get(row)
                 && let Some(stream) = &jobs[j].stream
             {
                 // A caller that stopped listening only loses the stream, not the generation.
                 let _ = stream.send((i, id, logprob));
+                streamed[j] = true;
             }
         };
         let (model, detokenizer) = (&self.model, self.detokenizer.as_ref());
@@ -344,10 +354,17 @@ impl<M: PolicyModel> ModelThread<M> {
                     let _ = job.reply.send(Err(e));
                 }
             }
-            Err(_) => {
-                // One job's bad input must not fail the others: retry each job alone.
-                for job in jobs {
-                    self.run_batch(vec![job]);
+            Err(e) => {
+                // One job's bad input must not fail the others: retry each job alone, except a
+                // stream that already sent tokens, which gets the error.
+                for (job, streamed) in jobs.into_iter().zip(streamed) {
+                    if streamed {
+                        let _ = job.reply.send(Err(Error::Policy(format!(
+                            "generation failed after streaming began: {e}"
+                        ))));
+                    } else {
+                        self.run_batch(vec![job]);
+                    }
                 }
             }
         }
