@@ -197,6 +197,32 @@ async fn produce(
     }
 }
 
+/// One GRPO-family update: group advantages (task-normalised when configured) for every
+/// trajectory, the policy step on those whose advantage is not zero. Returns the step's
+/// statistics and how many trajectories it trained on.
+fn group_update(
+    learner: &mut Learner,
+    batch: &[Trajectory],
+    rewards: &Array1<f64>,
+    cfg: &RunConfig,
+    grpo: GrpoParams,
+) -> (UpdateStats, usize) {
+    let rl = &cfg.rl;
+    let group_ids: Vec<u64> = batch.iter().map(|t| t.group_id).collect();
+    let mut adv = advantages(rl.advantage, rewards, &group_ids);
+    if rl.task_normalization {
+        let envs: Vec<&str> = batch.iter().map(|t| t.env_id.as_str()).collect();
+        normalize_per_task(&mut adv, &envs);
+    }
+    let live: Vec<usize> = (0..batch.len()).filter(|&i| adv[i] != 0.0).collect();
+    if live.is_empty() {
+        return (Default::default(), 0);
+    }
+    let trajs: Vec<&Trajectory> = live.iter().map(|&i| &batch[i]).collect();
+    let a: Vec<f64> = live.iter().map(|&i| adv[i]).collect();
+    (learner.grpo_step(&trajs, &a, grpo), live.len())
+}
+
 /// One PPO update: the critic's values, per-token GAE advantages (whitened over the batch),
 /// the policy step on them, then the critic step towards the GAE returns. Returns both steps'
 /// statistics and how many trajectories were trained on.
@@ -205,6 +231,7 @@ fn ppo_update(
     critic: &mut Critic,
     batch: &[Trajectory],
     cfg: &RunConfig,
+    grpo: GrpoParams,
 ) -> Result<(UpdateStats, CriticStats, usize)> {
     let rl = &cfg.rl;
     let trajs: Vec<&Trajectory> = batch.iter().filter(|t| t.num_generated() > 0).collect();
@@ -224,12 +251,6 @@ fn ppo_update(
         .map(|((t, v), m)| gae(v, m, t.reward, rl.gamma, rl.gae_lambda))
         .unzip();
     whiten(&mut adv, &policy);
-    let grpo = GrpoParams {
-        clip_eps: rl.clip_eps,
-        kl_coef: rl.kl_coef,
-        temperature: rl.temperature as f64,
-        grad_clip: rl.grad_clip,
-    };
     let stats = learner.policy_step(&trajs, Advantages::PerToken(&adv), grpo);
     let critic_stats = critic.step(&trajs, &returns, &values, rl.value_clip, rl.grad_clip);
     Ok((stats, critic_stats, trajs.len()))
@@ -313,25 +334,12 @@ fn learner_loop(
         let (stats, critic_stats, trained) = match critic.as_mut() {
             Some(critic) => {
                 let (stats, critic_stats, trained) =
-                    ppo_update(&mut learner, critic, &batch, &cfg)?;
+                    ppo_update(&mut learner, critic, &batch, &cfg, grpo)?;
                 (stats, Some(critic_stats), trained)
             }
             None => {
-                let group_ids: Vec<u64> = batch.iter().map(|t| t.group_id).collect();
-                let mut adv = advantages(rl.advantage, &rewards, &group_ids);
-                if rl.task_normalization {
-                    let envs: Vec<&str> = batch.iter().map(|t| t.env_id.as_str()).collect();
-                    normalize_per_task(&mut adv, &envs);
-                }
-                let live: Vec<usize> = (0..batch.len()).filter(|&i| adv[i] != 0.0).collect();
-                let stats = if live.is_empty() {
-                    Default::default()
-                } else {
-                    let trajs: Vec<&Trajectory> = live.iter().map(|&i| &batch[i]).collect();
-                    let a: Vec<f64> = live.iter().map(|&i| adv[i]).collect();
-                    learner.grpo_step(&trajs, &a, grpo)
-                };
-                (stats, None, live.len())
+                let (stats, trained) = group_update(&mut learner, &batch, &rewards, &cfg, grpo);
+                (stats, None, trained)
             }
         };
         let new_version = version + 1;
