@@ -49,3 +49,27 @@ pub fn pack(trajectories: &[&Trajectory], device: Device) -> PackedBatch {
         tokens,
     }
 }
+
+/// `trajectories` packed in micro-batches of `rows` trajectories (all in one when `rows` is 0),
+/// each with the index of its first trajectory.
+pub fn pack_chunks(
+    trajectories: &[&Trajectory],
+    rows: usize,
+    device: Device,
+) -> Vec<(usize, PackedBatch)> {
+    let rows = if rows == 0 {
+        trajectories.len().max(1)
+    } else {
+        rows
+    };
+    trajectories
+        .chunks(rows)
+        .enumerate()
+        .map(|(i, c)| (i * rows, pack(c, device)))
+        .collect()
+}
+
+/// The trained (policy) tokens of packed micro-batches, at least 1: the loss denominator.
+pub fn trained_tokens(chunks: &[(usize, PackedBatch)]) -> f64 {
+    chunks.iter().map(|(_, p)| p.tokens).sum::<usize>().max(1) as f64
+}

@@ -15,7 +15,7 @@ use agentrl_core::{Error, Result, Trajectory};
 use agentrl_policy::PolicyModel;
 use tch::{Device, Kind, Tensor, nn, nn::Module, nn::OptimizerConfig};
 
-use crate::batch::{PackedBatch, pack};
+use crate::batch::{PackedBatch, pack_chunks, trained_tokens};
 use crate::learner::{Learner, clip_and_step};
 
 /// What one critic update reports.
@@ -122,25 +122,11 @@ impl Critic {
         self.head.forward(&hidden).squeeze_dim(-1)
     }
 
-    /// The batch in micro-batches, each with the index of its first trajectory.
-    fn chunks<'a>(&self, batch: &'a [&'a Trajectory]) -> Vec<(usize, PackedBatch)> {
-        let rows = if self.micro_batch == 0 {
-            batch.len().max(1)
-        } else {
-            self.micro_batch
-        };
-        batch
-            .chunks(rows)
-            .enumerate()
-            .map(|(i, c)| (i * rows, pack(c, self.device)))
-            .collect()
-    }
-
     /// The current values of every trajectory, one per next-token position
     /// (`num_tokens - 1` each), without gradients.
     pub fn values(&self, batch: &[&Trajectory]) -> Result<Vec<Vec<f32>>> {
         let mut out = Vec::with_capacity(batch.len());
-        for (first, packed) in self.chunks(batch) {
+        for (first, packed) in pack_chunks(batch, self.micro_batch, self.device) {
             let values = tch::no_grad(|| self.forward(&packed)).to_device(Device::Cpu);
             for (row, traj) in batch
                 .iter()
@@ -168,8 +154,8 @@ impl Critic {
         value_clip: f64,
         grad_clip: f64,
     ) -> CriticStats {
-        let chunks = self.chunks(batch);
-        let denom = chunks.iter().map(|(_, p)| p.tokens).sum::<usize>().max(1) as f64;
+        let chunks = pack_chunks(batch, self.micro_batch, self.device);
+        let denom = trained_tokens(&chunks);
         let mut stats = CriticStats::default();
         self.opt.zero_grad();
         for (first, packed) in &chunks {

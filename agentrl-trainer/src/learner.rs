@@ -11,6 +11,7 @@ use agentrl_policy::{GptConfig, NamedWeights, PolicyModel, snapshot_weights};
 use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
 pub use crate::batch::{PackedBatch, pack};
+use crate::batch::{pack_chunks, trained_tokens};
 use crate::checkpoint;
 pub use crate::model_spec::ModelSpec;
 
@@ -196,18 +197,9 @@ impl Learner {
     /// The batch packed into micro-batches (one when `micro_batch` is 0), with the total count
     /// of trained tokens (the loss denominator, at least 1).
     fn packed_chunks(&self, batch: &[&Trajectory]) -> (Vec<(usize, PackedBatch)>, f64) {
-        let rows = if self.micro_batch == 0 {
-            batch.len().max(1)
-        } else {
-            self.micro_batch
-        };
-        let chunks: Vec<(usize, PackedBatch)> = batch
-            .chunks(rows)
-            .enumerate()
-            .map(|(i, c)| (i * rows, pack(c, self.device)))
-            .collect();
-        let tokens: usize = chunks.iter().map(|(_, p)| p.tokens).sum();
-        (chunks, tokens.max(1) as f64)
+        let chunks = pack_chunks(batch, self.micro_batch, self.device);
+        let denom = trained_tokens(&chunks);
+        (chunks, denom)
     }
 
     /// After the micro-batches' `backward` calls: global grad norm, clipping, AdamW step.
