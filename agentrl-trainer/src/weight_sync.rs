@@ -80,11 +80,14 @@ impl ServerPush {
             .map_err(|e| Error::io("resolving", dir, e))?;
         let servers = urls
             .iter()
-            .map(|url| {
+            .enumerate()
+            .map(|(i, url)| {
                 let mut config = HttpPolicyConfig::new(url.as_str(), "agentrl");
                 config.api_key = api_key.map(str::to_string);
                 config.name = Some(url.clone());
-                HttpPolicy::new(config).map(Arc::new)
+                HttpPolicy::new(config).map(Arc::new).map_err(|e| {
+                    Error::Config(format!("pipeline.rollout_servers[{i}] ({url:?}): {e}"))
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let backends: Vec<Arc<dyn Policy>> = servers

@@ -88,4 +88,11 @@ async fn rollouts_on_two_servers_follow_the_learner() {
         err.contains(&dead) && err.contains("did not load weights"),
         "{err}"
     );
+    // A blank server address is named with its place in the config.
+    let mut config = common::tiny_config(1);
+    config.pipeline.rollout_servers = vec![urls[0].clone(), "  ".into()];
+    let run = Run::new(config, dir.path()).unwrap();
+    let learner = run.sft(&demos).unwrap();
+    let err = run.rl(learner, 0).await.err().unwrap().to_string();
+    assert!(err.contains("pipeline.rollout_servers[1]"), "{err}");
 }
