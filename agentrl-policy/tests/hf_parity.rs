@@ -12,8 +12,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use agentrl_policy::llama::{Dtype, Llama, LlamaConfig};
+use agentrl_policy::llama::{Dtype, Llama};
 use tch::{Device, Tensor, nn};
+
+mod common;
+use common::{random_llama, save_single};
 
 /// The bound on the max absolute logit difference.
 const TOLERANCE: f64 = 1e-4;
@@ -58,17 +61,8 @@ fn our_logits(model: &Llama, ids: &[i64]) -> Tensor {
 /// `Llama::load` and compares with transformers.
 fn tiny_parity(seed: i64, config_json: &str) -> f64 {
     let dir = tempfile::tempdir().unwrap();
-    tch::manual_seed(seed);
-    let config = LlamaConfig::from_json_str(config_json, "tiny").unwrap();
-    let vs = nn::VarStore::new(Device::Cpu);
-    let _model = Llama::new(&vs.root(), config).unwrap();
-    tch::no_grad(|| {
-        for (_, mut v) in vs.variables() {
-            let _ = v.g_add_(&(Tensor::randn_like(&v) * 0.2));
-        }
-    });
-    std::fs::write(dir.path().join("config.json"), config_json).unwrap();
-    vs.save(dir.path().join("model.safetensors")).unwrap();
+    let (vs, _model) = random_llama(seed, config_json);
+    save_single(&vs, config_json, dir.path());
     let (_vs, loaded) = Llama::load(dir.path(), Device::Cpu).unwrap();
     let ids = [1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11, 30, 31];
     let theirs = hf_logits(dir.path(), &ids, None, Dtype::F32);
@@ -164,17 +158,8 @@ fn smollm2_gguf_logits_equal_transformers() {
 fn tiny_llama_bf16_is_as_close_to_exact_as_transformers_bf16() {
     let dir = tempfile::tempdir().unwrap();
     let json = tiny_json("qwen2", false, "");
-    tch::manual_seed(4);
-    let config = LlamaConfig::from_json_str(&json, "tiny").unwrap();
-    let vs = nn::VarStore::new(Device::Cpu);
-    let _model = Llama::new(&vs.root(), config).unwrap();
-    tch::no_grad(|| {
-        for (_, mut v) in vs.variables() {
-            let _ = v.g_add_(&(Tensor::randn_like(&v) * 0.2));
-        }
-    });
-    std::fs::write(dir.path().join("config.json"), &json).unwrap();
-    vs.save(dir.path().join("model.safetensors")).unwrap();
+    let (vs, _model) = random_llama(4, &json);
+    save_single(&vs, &json, dir.path());
     let (vs, mut model) = Llama::load(dir.path(), Device::Cpu).unwrap();
     let ids = [1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11, 30, 31];
     let (ours, theirs) = bf16_errors("tiny qwen2", (&vs, &mut model), dir.path(), None, &ids);

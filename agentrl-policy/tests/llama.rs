@@ -9,6 +9,9 @@ use agentrl_policy::PolicyModel;
 use agentrl_policy::llama::{Llama, LlamaConfig};
 use tch::{Device, Kind, Tensor, nn};
 
+mod common;
+use common::{ids, max_diff, random_llama, save_single};
+
 const LLAMA3: &str = r#"{
   "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
   "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
@@ -50,33 +53,12 @@ fn tiny_json(tied: bool, model_type: &str) -> String {
     )
 }
 
-/// A tiny model with every variable (norms and biases included) randomised.
+/// A tiny model of `model_type` with every variable (norms and biases included) randomised,
+/// and its `config.json`.
 fn tiny(seed: i64, tied: bool, model_type: &str) -> (nn::VarStore, Llama, String) {
-    tch::manual_seed(seed);
     let json = tiny_json(tied, model_type);
-    let config = LlamaConfig::from_json_str(&json, "tiny").unwrap();
-    let vs = nn::VarStore::new(Device::Cpu);
-    let m = Llama::new(&vs.root(), config).unwrap();
-    tch::no_grad(|| {
-        for (_, mut v) in vs.variables() {
-            let noise = Tensor::randn_like(&v) * 0.2;
-            let _ = v.g_add_(&noise);
-        }
-    });
+    let (vs, m) = random_llama(seed, &json);
     (vs, m, json)
-}
-
-fn ids() -> Tensor {
-    Tensor::from_slice(&[1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11]).view([2, 7])
-}
-
-fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
-    (a - b).abs().max().double_value(&[])
-}
-
-fn save_single(vs: &nn::VarStore, json: &str, dir: &Path) {
-    std::fs::write(dir.join("config.json"), json).unwrap();
-    vs.save(dir.join("model.safetensors")).unwrap();
 }
 
 fn save_sharded(vs: &nn::VarStore, json: &str, dir: &Path, drop: Option<&str>) {

@@ -10,13 +10,19 @@ pub const TINY: &str = r#"{"model_type": "llama", "hidden_size": 32, "intermedia
     "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": 64,
     "max_position_embeddings": 64, "tie_word_embeddings": false, "hidden_act": "silu"}"#;
 
-/// A tiny random Llama (norms randomised too), deterministic for a seed. libtorch's seed is
-/// global and tests run in parallel, so seeding and creation happen under one lock.
+/// A tiny random Llama of [`TINY`]'s shape (see [`random_llama`]).
 pub fn tiny(seed: i64) -> (nn::VarStore, Llama) {
+    random_llama(seed, TINY)
+}
+
+/// A random Llama of the Hugging Face `config_json` with every variable (norms and biases
+/// included) randomised, deterministic for a seed. libtorch's seed is global and tests run in
+/// parallel, so seeding and creation happen under one lock.
+pub fn random_llama(seed: i64, config_json: &str) -> (nn::VarStore, Llama) {
     static SEED_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     tch::manual_seed(seed);
-    let config = LlamaConfig::from_json_str(TINY, "tiny").unwrap();
+    let config = LlamaConfig::from_json_str(config_json, "tiny").unwrap();
     let vs = nn::VarStore::new(Device::Cpu);
     let m = Llama::new(&vs.root(), config).unwrap();
     tch::no_grad(|| {
@@ -31,6 +37,12 @@ pub fn tiny(seed: i64) -> (nn::VarStore, Llama) {
 /// Two rows of seven ids.
 pub fn ids() -> Tensor {
     Tensor::from_slice(&[1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11]).view([2, 7])
+}
+
+/// Writes `vs` and `config_json` as a single-file Hugging Face checkpoint in `dir`.
+pub fn save_single(vs: &nn::VarStore, config_json: &str, dir: &std::path::Path) {
+    std::fs::write(dir.join("config.json"), config_json).unwrap();
+    vs.save(dir.join("model.safetensors")).unwrap();
 }
 
 /// The largest absolute difference between two tensors.
