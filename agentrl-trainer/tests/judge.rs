@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agentrl_core::{
-    FinishReason, Message, Outcome, Result, RewardFn, Split, ToolCall, Trajectory, Turn,
-};
+use agentrl_core::{Message, Result, RewardFn, ToolCall, Trajectory};
 use agentrl_policy::{ByteTokenizer, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
 use agentrl_reward::{JudgeBackend, JudgeSettings, LlmJudge, parse_score};
 use agentrl_trainer::judge::PolicyJudge;
 use async_trait::async_trait;
 use tch::{Device, nn};
+
+mod common;
 
 const CONTEXT: usize = 256;
 
@@ -62,7 +62,6 @@ fn trajectory(answer: &str) -> Trajectory {
     Trajectory {
         env_id: "arith-calc".into(),
         task_id: format!("task-{answer}"),
-        split: Split::Train,
         group_id: 1,
         messages: vec![
             Message::user("Compute 6*7"),
@@ -70,23 +69,9 @@ fn trajectory(answer: &str) -> Trajectory {
             Message::tool("c0", "42"),
             Message::assistant(answer),
         ],
-        turns: vec![Turn {
-            injected_ids: vec![1, 2],
-            generated_ids: vec![3, 4],
-            logprobs: vec![-0.1, -0.2],
-            policy_version: 0,
-            policy_name: None,
-            finish: FinishReason::Stop,
-            reward: 0.0,
-            invalid_action: None,
-        }],
-        outcome: Outcome::Completed,
         success: answer == "42",
-        score: None,
         tool_calls: 1,
-        tool_errors: 0,
-        reward: 0.0,
-        reward_parts: Default::default(),
+        ..common::one_turn_trajectory(vec![1, 2], vec![3, 4], vec![-0.1, -0.2])
     }
 }
 

@@ -4,11 +4,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use agentrl_core::{FinishReason, Message, Outcome, Split, Trajectory, Turn, write_jsonl};
+use agentrl_core::{Message, Split, Trajectory, write_jsonl};
 use agentrl_policy::{ByteTokenizer, TinyGpt};
 use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::rescore::{RescoreArgs, rescore_file, run_rescore};
 use tch::{Device, nn};
+
+mod common;
 
 const RUN: &str = r#"
 seed = 1
@@ -54,23 +56,8 @@ fn trajectory(task: &str, answer: &str, success: bool) -> Trajectory {
         split: Split::Test,
         group_id: 9,
         messages: vec![Message::user("Compute 6*7"), Message::assistant(answer)],
-        turns: vec![Turn {
-            injected_ids: vec![1],
-            generated_ids: vec![2, 3],
-            logprobs: vec![-0.5, -0.5],
-            policy_version: 0,
-            policy_name: None,
-            finish: FinishReason::Stop,
-            reward: 0.0,
-            invalid_action: None,
-        }],
-        outcome: Outcome::Completed,
         success,
-        score: None,
-        tool_calls: 0,
-        tool_errors: 0,
-        reward: 0.0,
-        reward_parts: Default::default(),
+        ..common::one_turn_trajectory(vec![1], vec![2, 3], vec![-0.5, -0.5])
     }
 }
 
