@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use agentrl_core::{
-    FinishReason, GenerationRequest, Message, Policy, SamplingParams, Split, ToolCall, ToolSpec,
-    Trajectory,
+    FinishReason, Generation, GenerationRequest, Message, Policy, SamplingParams, Split, ToolCall,
+    ToolSpec, Trajectory,
 };
 use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::{Dtype, LoraConfig, save_adapters};
@@ -159,8 +159,8 @@ async fn http_policy_is_token_exact_against_the_same_tch_policy() {
         for params in param_sets(fmt.stop_ids()) {
             for prompt in &prompts {
                 let req = GenerationRequest::new(prompt.clone(), params.clone());
-                let want = local.generate(vec![req.clone()]).await.unwrap().remove(0);
-                let got = remote.generate(vec![req]).await.unwrap().remove(0);
+                let want = one(&local, &req).await;
+                let got = one(&remote, &req).await;
                 assert!(!want.ids.is_empty());
                 assert_eq!(got.ids, want.ids, "{flavor:?} {params:?}");
                 assert_eq!(got.logprobs, want.logprobs, "{flavor:?} {params:?}");
@@ -180,7 +180,7 @@ async fn http_policy_is_token_exact_against_the_same_tch_policy() {
         .collect();
     let together = remote.generate(reqs.clone()).await.unwrap();
     for (req, got) in reqs.into_iter().zip(together) {
-        let want = local.generate(vec![req]).await.unwrap().remove(0);
+        let want = one(&local, &req).await;
         assert_eq!(got.ids, want.ids);
         for (a, b) in got.logprobs.iter().zip(&want.logprobs) {
             assert!((a - b).abs() < 1e-3, "{a} vs {b}");
@@ -288,7 +288,7 @@ async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
     let stop = "\"6*";
     params.stop = vec![stop.to_string()];
     let req = GenerationRequest::new(prompt.clone(), params);
-    let want = local.generate(vec![req.clone()]).await.unwrap().remove(0);
+    let want = one(&local, &req).await;
     assert_eq!(want.finish, FinishReason::Stop);
     assert_eq!(want.matched_stop.as_deref(), Some(stop));
     assert!(want.ids.len() < full.ids.len());
@@ -332,6 +332,11 @@ async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
     assert!(parse_error.contains("tool call without"), "{parse_error}");
     let ids: Vec<u32> = serde_json::from_value(choice["token_ids"].clone()).unwrap();
     assert!(fmt.decode(&ids).ends_with("expression"));
+}
+
+/// The generation of `policy` for the single request `req`.
+async fn one(policy: &impl Policy, req: &GenerationRequest) -> Generation {
+    policy.generate(vec![req.clone()]).await.unwrap().remove(0)
 }
 
 /// The `data:` payloads of a server-sent-event answer to `body` on `route`, as JSON (the final
@@ -771,12 +776,8 @@ async fn a_pushed_lora_adapter_is_merged_into_the_served_base() {
     let second = write_adapter(&base, &dir.path().join("adapter-2"));
     let prompt = format.render_prompt(&[Message::user("hello the world")], &[]);
     let req = GenerationRequest::new(prompt, SamplingParams::greedy(12));
-    let before = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
-    let want = base_local
-        .generate(vec![req.clone()])
-        .await
-        .unwrap()
-        .remove(0);
+    let before = one(&remote, &req).await;
+    let want = one(&base_local, &req).await;
     assert_eq!(before.logprobs, want.logprobs);
     for (version, (name, merged)) in [("adapter-1", &first), ("adapter-2", &second)]
         .into_iter()
@@ -790,8 +791,8 @@ async fn a_pushed_lora_adapter_is_merged_into_the_served_base() {
             .await
             .unwrap();
         assert_eq!(loaded["policy_version"], version as u64 + 1);
-        let served = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
-        let want = merged.generate(vec![req.clone()]).await.unwrap().remove(0);
+        let served = one(&remote, &req).await;
+        let want = one(merged, &req).await;
         // Base + this adapter (the second is not stacked on the first).
         assert_eq!(
             (&served.ids, &served.logprobs),
@@ -817,8 +818,8 @@ async fn a_pushed_lora_adapter_is_merged_into_the_served_base() {
         err.contains("HTTP 400") && err.contains("other targets"),
         "{err}"
     );
-    let served = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
-    let want = second.generate(vec![req]).await.unwrap().remove(0);
+    let served = one(&remote, &req).await;
+    let want = one(&second, &req).await;
     assert_eq!(served.logprobs, want.logprobs);
 }
 
@@ -840,19 +841,11 @@ async fn a_llama_gguf_is_served_in_bf16_and_reloads_into_bf16() {
     let (second_bf16, _) = local(&second, Dtype::Bf16);
     let prompt = format.render_prompt(&[Message::user("hello the world")], &[]);
     let req = GenerationRequest::new(prompt, SamplingParams::greedy(12));
-    let served = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
-    let want = first_bf16
-        .generate(vec![req.clone()])
-        .await
-        .unwrap()
-        .remove(0);
+    let served = one(&remote, &req).await;
+    let want = one(&first_bf16, &req).await;
     assert_eq!((&served.ids, &served.logprobs), (&want.ids, &want.logprobs));
     // bf16 is not f32: the log-probabilities of the same ids differ, a little.
-    let exact = first_f32
-        .generate(vec![req.clone()])
-        .await
-        .unwrap()
-        .remove(0);
+    let exact = one(&first_f32, &req).await;
     let n = exact
         .ids
         .iter()
@@ -873,8 +866,8 @@ async fn a_llama_gguf_is_served_in_bf16_and_reloads_into_bf16() {
         .await
         .unwrap();
     assert_eq!(loaded["policy_version"], 1);
-    let served = remote.generate(vec![req.clone()]).await.unwrap().remove(0);
-    let want = second_bf16.generate(vec![req]).await.unwrap().remove(0);
+    let served = one(&remote, &req).await;
+    let want = one(&second_bf16, &req).await;
     assert_eq!((served.ids, served.logprobs), (want.ids, want.logprobs));
     // AgentRL's tiny byte models are f32 only.
     let refused = ServedModel::load(
@@ -904,8 +897,8 @@ async fn a_llama_gguf_is_served_token_exactly_and_reloads() {
     let check = async |want: &TchPolicy, version: u64| {
         for params in param_sets(format.stop_ids()) {
             let req = GenerationRequest::new(prompt.clone(), params);
-            let w = want.generate(vec![req.clone()]).await.unwrap().remove(0);
-            let g = remote.generate(vec![req]).await.unwrap().remove(0);
+            let w = one(want, &req).await;
+            let g = one(&remote, &req).await;
             assert_eq!((g.ids, g.logprobs), (w.ids, w.logprobs));
             assert_eq!(g.policy_version, version);
         }
