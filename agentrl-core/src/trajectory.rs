@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, FinishReason, Message, Result, Split, TokenId};
+use crate::{Error, FinishReason, Message, Result, Split, Task, TokenId};
 
 /// How an episode ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -86,6 +86,80 @@ pub struct Trajectory {
 }
 
 impl Trajectory {
+    /// An episode of `task_id` in `env_id` with nothing recorded yet: no messages, no turns,
+    /// outcome [`Outcome::Completed`], unsolved, no tool calls, reward 0. The `with_*` methods
+    /// fill in the rest.
+    pub fn new(
+        env_id: impl Into<String>,
+        task_id: impl Into<String>,
+        split: Split,
+        group_id: u64,
+    ) -> Self {
+        Trajectory {
+            env_id: env_id.into(),
+            task_id: task_id.into(),
+            split,
+            group_id,
+            messages: Vec::new(),
+            turns: Vec::new(),
+            outcome: Outcome::Completed,
+            success: false,
+            score: None,
+            tool_calls: 0,
+            tool_errors: 0,
+            reward: 0.0,
+            reward_parts: BTreeMap::new(),
+        }
+    }
+
+    /// [`Trajectory::new`] for `task` (its env id, id and split) in group `group_id`.
+    pub fn for_task(task: &Task, group_id: u64) -> Self {
+        Self::new(task.env_id.clone(), task.id.clone(), task.split, group_id)
+    }
+
+    /// Sets the conversation.
+    pub fn with_messages(mut self, messages: Vec<Message>) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Sets the policy turns.
+    pub fn with_turns(mut self, turns: Vec<Turn>) -> Self {
+        self.turns = turns;
+        self
+    }
+
+    /// Sets how the episode ended.
+    pub fn with_outcome(mut self, outcome: Outcome) -> Self {
+        self.outcome = outcome;
+        self
+    }
+
+    /// Sets whether the env judged the task solved.
+    pub fn with_success(mut self, success: bool) -> Self {
+        self.success = success;
+        self
+    }
+
+    /// Sets the env's graded score.
+    pub fn with_score(mut self, score: Option<f64>) -> Self {
+        self.score = score;
+        self
+    }
+
+    /// Sets the tool calls executed and how many of them returned errors.
+    pub fn with_tool_calls(mut self, calls: u32, errors: u32) -> Self {
+        self.tool_calls = calls;
+        self.tool_errors = errors;
+        self
+    }
+
+    /// Sets the training reward (its named parts stay as they are).
+    pub fn with_reward(mut self, reward: f64) -> Self {
+        self.reward = reward;
+        self
+    }
+
     /// All token ids of the episode in order: injected and generated, turn by turn.
     pub fn token_ids(&self) -> Vec<TokenId> {
         let mut ids = Vec::with_capacity(self.num_tokens());

@@ -79,13 +79,9 @@ fn malformed_arguments_give_a_clear_error() {
 }
 
 fn sample_trajectory() -> Trajectory {
-    Trajectory {
-        env_id: "arith-calc".into(),
-        task_id: "t1".into(),
-        split: Split::Train,
-        group_id: 7,
-        messages: vec![Message::user("2+2?"), Message::assistant("4")],
-        turns: vec![
+    Trajectory::new("arith-calc", "t1", Split::Train, 7)
+        .with_messages(vec![Message::user("2+2?"), Message::assistant("4")])
+        .with_turns(vec![
             Turn {
                 injected_ids: vec![1, 2, 3],
                 generated_ids: vec![4, 5],
@@ -106,15 +102,9 @@ fn sample_trajectory() -> Trajectory {
                 reward: 1.0,
                 invalid_action: None,
             },
-        ],
-        outcome: Outcome::Completed,
-        success: true,
-        score: None,
-        tool_calls: 0,
-        tool_errors: 0,
-        reward: 1.0,
-        reward_parts: Default::default(),
-    }
+        ])
+        .with_success(true)
+        .with_reward(1.0)
 }
 
 #[test]

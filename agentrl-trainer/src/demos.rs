@@ -1,8 +1,6 @@
 //! Demonstrations for behaviour cloning: solver episodes turned into token-exact trajectories.
 
-use agentrl_core::{
-    FinishReason, Message, Outcome, Result, Role, Split, Task, ToolSpec, Trajectory, Turn,
-};
+use agentrl_core::{FinishReason, Message, Result, Role, Split, Task, ToolSpec, Trajectory, Turn};
 use agentrl_env::{EnvFactory, Solver, run_solver_episode};
 use agentrl_policy::ChatFormat;
 
@@ -43,21 +41,11 @@ pub fn conversation_to_trajectory(
         }
         i = next_assistant;
     }
-    Trajectory {
-        env_id: task.env_id.clone(),
-        task_id: task.id.clone(),
-        split: task.split,
-        group_id: 0,
-        messages: messages.to_vec(),
-        turns,
-        outcome: Outcome::Completed,
-        success,
-        score: None,
-        tool_calls: 0,
-        tool_errors: 0,
-        reward: if success { 1.0 } else { 0.0 },
-        reward_parts: Default::default(),
-    }
+    Trajectory::for_task(task, 0)
+        .with_messages(messages.to_vec())
+        .with_turns(turns)
+        .with_success(success)
+        .with_reward(if success { 1.0 } else { 0.0 })
 }
 
 /// Plays `n` train-split tasks (indices `first..first+n`) with `solver` and returns the

@@ -31,21 +31,7 @@ pub struct RolloutContext {
 static EPISODES: AtomicU64 = AtomicU64::new(0);
 
 fn empty_trajectory(task: &Task, group_id: u64, messages: Vec<Message>) -> Trajectory {
-    Trajectory {
-        env_id: task.env_id.clone(),
-        task_id: task.id.clone(),
-        split: task.split,
-        group_id,
-        messages,
-        turns: Vec::new(),
-        outcome: Outcome::Completed,
-        success: false,
-        score: None,
-        tool_calls: 0,
-        tool_errors: 0,
-        reward: 0.0,
-        reward_parts: Default::default(),
-    }
+    Trajectory::for_task(task, group_id).with_messages(messages)
 }
 
 /// Plays one episode of `task`. Env failures end the episode with [`Outcome::EnvError`] and keep

@@ -6,7 +6,7 @@ pub mod gguf;
 
 use std::sync::Arc;
 
-use agentrl_core::{FinishReason, Outcome, Split, Trajectory, Turn};
+use agentrl_core::{FinishReason, Split, Trajectory, Turn};
 use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::serve::{ServeState, ServedModel, app};
 
@@ -72,28 +72,14 @@ pub fn one_turn_trajectory(
     generated: Vec<u32>,
     logprobs: Vec<f32>,
 ) -> Trajectory {
-    Trajectory {
-        env_id: "toy".into(),
-        task_id: "t".into(),
-        split: Split::Train,
-        group_id: 0,
-        messages: vec![],
-        turns: vec![Turn {
-            injected_ids: prompt,
-            generated_ids: generated,
-            logprobs,
-            policy_version: 0,
-            policy_name: None,
-            finish: FinishReason::Stop,
-            reward: 0.0,
-            invalid_action: None,
-        }],
-        outcome: Outcome::Completed,
-        success: false,
-        score: None,
-        tool_calls: 0,
-        tool_errors: 0,
+    Trajectory::new("toy", "t", Split::Train, 0).with_turns(vec![Turn {
+        injected_ids: prompt,
+        generated_ids: generated,
+        logprobs,
+        policy_version: 0,
+        policy_name: None,
+        finish: FinishReason::Stop,
         reward: 0.0,
-        reward_parts: Default::default(),
-    }
+        invalid_action: None,
+    }])
 }
