@@ -73,3 +73,16 @@ pub fn pack_chunks(
 pub fn trained_tokens(chunks: &[(usize, PackedBatch)]) -> f64 {
     chunks.iter().map(|(_, p)| p.tokens).sum::<usize>().max(1) as f64
 }
+
+/// Rows of different lengths right-padded with zeros into a `[rows.len(), width]` tensor.
+pub(crate) fn padded(rows: &[Vec<f32>], width: i64, device: Device) -> Tensor {
+    let w = width as usize;
+    let mut flat = vec![0f32; rows.len() * w];
+    for (i, row) in rows.iter().enumerate() {
+        let n = row.len().min(w);
+        flat[i * w..i * w + n].copy_from_slice(&row[..n]);
+    }
+    Tensor::from_slice(&flat)
+        .view([rows.len() as i64, width])
+        .to(device)
+}

@@ -15,7 +15,7 @@ use agentrl_core::{Error, Result, Trajectory};
 use agentrl_policy::PolicyModel;
 use tch::{Device, Kind, Tensor, nn, nn::Module, nn::OptimizerConfig};
 
-use crate::batch::{PackedBatch, pack_chunks, trained_tokens};
+use crate::batch::{PackedBatch, pack_chunks, padded, trained_tokens};
 use crate::learner::{Learner, clip_and_step};
 
 /// What one critic update reports.
@@ -179,17 +179,4 @@ impl Critic {
         stats.grad_norm = clip_and_step(&self.vs, &mut self.opt, grad_clip);
         stats
     }
-}
-
-/// Rows of different lengths right-padded with zeros into a `[rows.len(), width]` tensor.
-pub(crate) fn padded(rows: &[Vec<f32>], width: i64, device: Device) -> Tensor {
-    let w = width as usize;
-    let mut flat = vec![0f32; rows.len() * w];
-    for (i, row) in rows.iter().enumerate() {
-        let n = row.len().min(w);
-        flat[i * w..i * w + n].copy_from_slice(&row[..n]);
-    }
-    Tensor::from_slice(&flat)
-        .view([rows.len() as i64, width])
-        .to(device)
 }

@@ -259,7 +259,7 @@ impl Learner {
                         .collect();
                     Tensor::from_slice(&adv).view([-1, 1]).to(self.device)
                 }
-                Advantages::PerToken(all) => crate::critic::padded(
+                Advantages::PerToken(all) => crate::batch::padded(
                     &all[*first..(*first + rows).min(all.len())],
                     packed.mask.size()[1],
                     self.device,
