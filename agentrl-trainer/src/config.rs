@@ -1,12 +1,14 @@
 //! The run configuration: one TOML file describes a whole run.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use agentrl_core::{Error, Result};
+use agentrl_core::{Error, Result, SamplingParams};
 use agentrl_policy::GptConfig;
 use agentrl_policy::llama::{Dtype, LoraConfig};
 use agentrl_reward::RewardConfig;
 use serde::{Deserialize, Serialize};
+
+use crate::advantage::AdvantageEstimator;
 
 /// A whole run: env, model, SFT warm start, RL, pipeline, evaluation and reward.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -22,8 +24,9 @@ pub struct RunConfig {
     pub env: EnvConfig,
     /// Model shape.
     pub model: ModelConfig,
-    /// Behaviour-cloning warm start.
-    pub sft: SftConfig,
+    /// Behaviour-cloning warm start (needed by `agentrl sft` and `agentrl demo` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sft: Option<SftConfig>,
     /// Reinforcement learning.
     pub rl: RlConfig,
     /// Rollout/training pipeline.
@@ -73,7 +76,8 @@ pub struct EnvConfig {
     /// Bearer token of `server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
-    /// Turn limit of an env only `server` knows (default 16; registered envs bring their own).
+    /// Most steps per episode: lowers a registered env's own limit (e.g. 1 for single-turn),
+    /// or sets the limit of an env only `server` knows (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<usize>,
     /// Several envs, each drawn with its weight (a multi-task run); replaces `id`.
@@ -93,7 +97,7 @@ pub struct EnvSource {
     /// Bearer token of `server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
-    /// Turn limit of an env only `server` knows (default 16).
+    /// Most steps per episode (see [`EnvConfig::max_turns`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<usize>,
     /// Relative share of the tasks (default 1).
@@ -105,73 +109,206 @@ fn default_weight() -> f64 {
     1.0
 }
 
-/// The model: the tiny GPT's shape (its vocabulary comes from the chat format), or a
-/// pretrained Llama-family model (`pretrained`), which brings its own shape, tokenizer and chat
-/// template.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The model and what bounds its episodes: [`ModelSource`] says which network (the tiny GPT's
+/// shape or a pretrained checkpoint); the other fields apply to both.
+///
+/// In TOML it is one `[model]` table: with `pretrained = PATH` it is a pretrained model
+/// (`chat_template` and `dtype` may follow), without it the tiny GPT (`d_model`, `n_layers`,
+/// `n_heads`, `ffn_mult`, `rope_theta`); `max_seq_len`, `stop` and `micro_batch` go with either.
+/// Mixing the two (a tiny GPT's shape beside `pretrained`, or `dtype = "bf16"` for the tiny
+/// GPT) is an error naming the key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ModelTable", into = "ModelTable")]
 pub struct ModelConfig {
-    /// A pretrained model to train instead of the tiny GPT: a llama.cpp `.gguf` file or a
-    /// Hugging Face directory (`config.json`, safetensors, `tokenizer.json`,
-    /// `tokenizer_config.json`). Relative paths are taken from the working directory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pretrained: Option<std::path::PathBuf>,
-    /// A Jinja chat template file used instead of the pretrained model's own (keeping its
-    /// BOS/EOS tokens), e.g. one that renders tools and tool calls.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chat_template: Option<std::path::PathBuf>,
-    /// The pretrained model's weight type: `f32` (default) or `bf16` (half the memory; LoRA
-    /// adapters stay f32). The tiny GPT is f32 only.
-    #[serde(default)]
-    pub dtype: Dtype,
-    /// Stop strings that end every generated turn (rollouts and evaluation), besides the chat
-    /// format's end-of-turn ids; the token that completes one is kept in the trajectory.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stop: Vec<String>,
-    /// Trajectories per forward/backward pass in an update (0: the whole batch); gradients
-    /// are accumulated, so this bounds memory without changing the update.
-    #[serde(default)]
-    pub micro_batch: usize,
-    /// Residual width (tiny GPT).
-    #[serde(default)]
-    pub d_model: usize,
-    /// Transformer blocks (tiny GPT).
-    #[serde(default)]
-    pub n_layers: usize,
-    /// Attention heads (tiny GPT).
-    #[serde(default)]
-    pub n_heads: usize,
+    /// Which network.
+    pub source: ModelSource,
     /// Context length: the tiny GPT's positions, and the longest episode (in tokens) for
     /// every model.
     pub max_seq_len: usize,
-    /// MLP width multiple.
-    #[serde(default = "default_ffn_mult")]
+    /// Stop strings that end every generated turn (rollouts and evaluation), besides the chat
+    /// format's end-of-turn ids; the token that completes one is kept in the trajectory.
+    pub stop: Vec<String>,
+    /// Trajectories per forward/backward pass in an update (0: the whole batch); gradients
+    /// are accumulated, so this bounds memory without changing the update.
+    pub micro_batch: usize,
+}
+
+/// The network a run trains.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelSource {
+    /// AgentRL's tiny byte-level GPT, initialised at random, with this shape.
+    Tiny(TinyGptShape),
+    /// A pretrained Llama-family model with its own shape, tokenizer and chat template.
+    Pretrained(PretrainedModel),
+}
+
+/// The tiny GPT's shape; its vocabulary comes from the chat format and its context from
+/// [`ModelConfig::max_seq_len`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct TinyGptShape {
+    /// Residual width.
+    pub d_model: usize,
+    /// Transformer blocks.
+    pub n_layers: usize,
+    /// Attention heads.
+    pub n_heads: usize,
+    /// MLP width multiple (default 4).
     pub ffn_mult: usize,
-    /// RoPE base frequency.
-    #[serde(default = "default_rope_theta")]
+    /// RoPE base frequency (default 10000).
     pub rope_theta: f64,
 }
 
-fn default_rope_theta() -> f64 {
-    10_000.0
-}
-
-fn default_ffn_mult() -> usize {
-    4
+/// A pretrained model to train instead of the tiny GPT.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PretrainedModel {
+    /// A llama.cpp `.gguf` file or a Hugging Face directory (`config.json`, safetensors,
+    /// `tokenizer.json`, `tokenizer_config.json`). Relative paths are taken from the working
+    /// directory.
+    pub path: PathBuf,
+    /// A Jinja chat template file used instead of the model's own (keeping its BOS/EOS
+    /// tokens), e.g. one that renders tools and tool calls.
+    pub chat_template: Option<PathBuf>,
+    /// The weight type: `f32` (default) or `bf16` (half the memory; LoRA adapters stay f32).
+    pub dtype: Dtype,
 }
 
 impl ModelConfig {
-    /// The full model config for a vocabulary.
-    pub fn gpt(&self, vocab_size: usize) -> GptConfig {
-        GptConfig {
-            vocab_size,
-            d_model: self.d_model,
-            n_layers: self.n_layers,
-            n_heads: self.n_heads,
-            max_seq_len: self.max_seq_len,
-            ffn_mult: self.ffn_mult,
-            rope_theta: self.rope_theta,
+    /// The pretrained model, when the run trains one.
+    pub fn pretrained(&self) -> Option<&PretrainedModel> {
+        match &self.source {
+            ModelSource::Pretrained(p) => Some(p),
+            ModelSource::Tiny(_) => None,
         }
+    }
+
+    /// The tiny GPT's full config for a vocabulary; an error for a pretrained model.
+    pub fn gpt(&self, vocab_size: usize) -> Result<GptConfig> {
+        match &self.source {
+            ModelSource::Tiny(shape) => Ok(GptConfig {
+                vocab_size,
+                d_model: shape.d_model,
+                n_layers: shape.n_layers,
+                n_heads: shape.n_heads,
+                max_seq_len: self.max_seq_len,
+                ffn_mult: shape.ffn_mult,
+                rope_theta: shape.rope_theta,
+            }),
+            ModelSource::Pretrained(p) => Err(Error::Config(format!(
+                "[model] is the pretrained model {}, not a tiny GPT shape",
+                p.path.display()
+            ))),
+        }
+    }
+}
+
+/// `[model]` as written in TOML: the union of both sources' keys, checked by
+/// `TryFrom<ModelTable> for ModelConfig`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelTable {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pretrained: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    chat_template: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dtype: Option<Dtype>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    stop: Vec<String>,
+    #[serde(default)]
+    micro_batch: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    d_model: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    n_layers: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    n_heads: Option<usize>,
+    max_seq_len: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ffn_mult: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rope_theta: Option<f64>,
+}
+
+impl TryFrom<ModelTable> for ModelConfig {
+    type Error = String;
+
+    fn try_from(t: ModelTable) -> std::result::Result<Self, String> {
+        let source = match t.pretrained {
+            Some(path) => {
+                let tiny_keys = [
+                    ("d_model", t.d_model.is_some()),
+                    ("n_layers", t.n_layers.is_some()),
+                    ("n_heads", t.n_heads.is_some()),
+                    ("ffn_mult", t.ffn_mult.is_some()),
+                    ("rope_theta", t.rope_theta.is_some()),
+                ];
+                if let Some((key, _)) = tiny_keys.iter().find(|(_, set)| *set) {
+                    return Err(format!(
+                        "model.{key} is part of the tiny GPT's shape, but model.pretrained \
+                         brings its own; remove model.{key}"
+                    ));
+                }
+                ModelSource::Pretrained(PretrainedModel {
+                    path,
+                    chat_template: t.chat_template,
+                    dtype: t.dtype.unwrap_or_default(),
+                })
+            }
+            None => {
+                if let Some(dtype) = t.dtype.filter(|d| *d != Dtype::F32) {
+                    return Err(format!(
+                        "model.dtype = \"{dtype}\" needs a pretrained model (model.pretrained); \
+                         the tiny GPT is f32 only"
+                    ));
+                }
+                if t.chat_template.is_some() {
+                    return Err(
+                        "model.chat_template needs a pretrained model (model.pretrained); the \
+                         tiny GPT has its own chat format"
+                            .into(),
+                    );
+                }
+                ModelSource::Tiny(TinyGptShape {
+                    d_model: t.d_model.unwrap_or(0),
+                    n_layers: t.n_layers.unwrap_or(0),
+                    n_heads: t.n_heads.unwrap_or(0),
+                    ffn_mult: t.ffn_mult.unwrap_or(4),
+                    rope_theta: t.rope_theta.unwrap_or(10_000.0),
+                })
+            }
+        };
+        Ok(ModelConfig {
+            source,
+            max_seq_len: t.max_seq_len,
+            stop: t.stop,
+            micro_batch: t.micro_batch,
+        })
+    }
+}
+
+impl From<ModelConfig> for ModelTable {
+    fn from(m: ModelConfig) -> Self {
+        let mut t = ModelTable {
+            stop: m.stop,
+            micro_batch: m.micro_batch,
+            max_seq_len: m.max_seq_len,
+            ..ModelTable::default()
+        };
+        match m.source {
+            ModelSource::Tiny(shape) => {
+                t.d_model = Some(shape.d_model);
+                t.n_layers = Some(shape.n_layers);
+                t.n_heads = Some(shape.n_heads);
+                t.ffn_mult = Some(shape.ffn_mult);
+                t.rope_theta = Some(shape.rope_theta);
+            }
+            ModelSource::Pretrained(p) => {
+                t.pretrained = Some(p.path);
+                t.chat_template = p.chat_template;
+                t.dtype = Some(p.dtype);
+            }
+        }
+        t
     }
 }
 
@@ -204,8 +341,13 @@ pub struct DemonstratorConfig {
 }
 
 /// The RL algorithm and its hyper-parameters.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// In TOML the sampling and advantage settings are flat keys of `[rl]` (`temperature`,
+/// `top_p`, `top_k`, `max_new_tokens`; `advantage`, `task_normalization`, and for
+/// `advantage = "gae"` also `gae_lambda`, `gamma`, `critic_lr`, `value_clip`); a key of another
+/// estimator is an error naming it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RlTable", into = "RlTable")]
 pub struct RlConfig {
     /// Optimiser steps.
     pub steps: usize,
@@ -216,49 +358,227 @@ pub struct RlConfig {
     /// Learning rate.
     pub lr: f64,
     /// PPO clip range of the importance ratio.
-    #[serde(default = "default_clip")]
     pub clip_eps: f64,
     /// Weight of the k3 KL penalty to the frozen reference (0 disables it).
-    #[serde(default)]
     pub kl_coef: f64,
     /// Max global gradient norm.
-    #[serde(default = "default_grad_clip")]
     pub grad_clip: f64,
-    /// Rollout temperature (exploration).
-    #[serde(default = "default_temperature")]
-    pub temperature: f32,
-    /// Rollout nucleus mass.
-    #[serde(default = "default_top_p")]
-    pub top_p: f32,
-    /// Rollout top-k (0 = off).
-    #[serde(default)]
-    pub top_k: usize,
-    /// Max tokens per turn.
-    #[serde(default = "default_max_new_tokens")]
-    pub max_new_tokens: usize,
-    /// How advantages are estimated: from a group's rewards, `grpo` (default), `dr_grpo` or
-    /// `rloo`; or per token against a learned critic, `gae` (PPO).
-    #[serde(default)]
-    pub advantage: crate::advantage::AdvantageEstimator,
-    /// PPO (`advantage = "gae"`): GAE's lambda, in `[0, 1]`.
-    #[serde(default = "default_gae_lambda")]
-    pub gae_lambda: f64,
-    /// PPO: the discount per policy token, in `[0, 1]`.
-    #[serde(default = "default_gamma")]
-    pub gamma: f64,
-    /// PPO: the critic's learning rate (default: `lr`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub critic_lr: Option<f64>,
-    /// PPO: how far a new value may move from the value the advantages were computed with.
-    #[serde(default = "default_value_clip")]
-    pub value_clip: f64,
-    /// Normalise advantages per task across the batch (AgentRL's task advantage normalisation;
-    /// group estimators only: `gae` whitens its token advantages over the whole batch instead).
-    #[serde(default = "default_true")]
-    pub task_normalization: bool,
+    /// How rollouts sample (exploration): temperature (default 1), top-p (1), top-k (0: off)
+    /// and tokens per turn (48); stop strings come from `[model] stop`.
+    pub sampling: SamplingParams,
+    /// How advantages are estimated, with that estimator's own parameters.
+    pub advantage: AdvantageConfig,
     /// Write a checkpoint every this many steps (0: only at the end).
-    #[serde(default)]
     pub checkpoint_every: usize,
+}
+
+/// An advantage estimator and its parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AdvantageConfig {
+    /// From the rewards of a group (the rollouts of one task): `grpo`, `dr_grpo` or `rloo`.
+    Group {
+        /// Which group baseline.
+        estimator: AdvantageEstimator,
+        /// Normalise advantages per task across the batch (AgentRL's task advantage
+        /// normalisation; default true).
+        task_normalization: bool,
+    },
+    /// PPO: per-token GAE against a learned critic (`gae`).
+    Gae(GaeConfig),
+}
+
+/// The parameters of PPO's generalised advantage estimation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GaeConfig {
+    /// GAE's lambda, in `[0, 1]` (default 0.95).
+    pub lambda: f64,
+    /// The discount per policy token, in `[0, 1]` (default 1).
+    pub gamma: f64,
+    /// The critic's learning rate (default: `rl.lr`).
+    pub critic_lr: Option<f64>,
+    /// How far a new value may move from the value the advantages were computed with
+    /// (default 0.2).
+    pub value_clip: f64,
+}
+
+impl Default for GaeConfig {
+    fn default() -> Self {
+        GaeConfig {
+            lambda: 0.95,
+            gamma: 1.0,
+            critic_lr: None,
+            value_clip: 0.2,
+        }
+    }
+}
+
+impl Default for AdvantageConfig {
+    fn default() -> Self {
+        AdvantageConfig::Group {
+            estimator: AdvantageEstimator::Grpo,
+            task_normalization: true,
+        }
+    }
+}
+
+impl AdvantageConfig {
+    /// Which estimator this is.
+    pub fn estimator(&self) -> AdvantageEstimator {
+        match self {
+            AdvantageConfig::Group { estimator, .. } => *estimator,
+            AdvantageConfig::Gae(_) => AdvantageEstimator::Gae,
+        }
+    }
+
+    /// Whether group advantages are normalised per task (never for `gae`, which whitens its
+    /// token advantages over the batch).
+    pub fn task_normalization(&self) -> bool {
+        matches!(
+            self,
+            AdvantageConfig::Group {
+                task_normalization: true,
+                ..
+            }
+        )
+    }
+
+    /// GAE's parameters, when the estimator is `gae`.
+    pub fn gae(&self) -> Option<&GaeConfig> {
+        match self {
+            AdvantageConfig::Gae(g) => Some(g),
+            AdvantageConfig::Group { .. } => None,
+        }
+    }
+}
+
+/// `[rl]` as written in TOML, checked by `TryFrom<RlTable> for RlConfig`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RlTable {
+    steps: usize,
+    tasks_per_step: usize,
+    group_size: usize,
+    lr: f64,
+    #[serde(default = "default_clip")]
+    clip_eps: f64,
+    #[serde(default)]
+    kl_coef: f64,
+    #[serde(default = "default_grad_clip")]
+    grad_clip: f64,
+    #[serde(default = "default_temperature")]
+    temperature: f32,
+    #[serde(default = "default_top_p")]
+    top_p: f32,
+    #[serde(default)]
+    top_k: usize,
+    #[serde(default = "default_max_new_tokens")]
+    max_new_tokens: usize,
+    #[serde(default)]
+    advantage: AdvantageEstimator,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task_normalization: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gae_lambda: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gamma: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    critic_lr: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value_clip: Option<f64>,
+    #[serde(default)]
+    checkpoint_every: usize,
+}
+
+impl TryFrom<RlTable> for RlConfig {
+    type Error = String;
+
+    fn try_from(t: RlTable) -> std::result::Result<Self, String> {
+        let advantage = if t.advantage.needs_critic() {
+            if t.task_normalization.is_some() {
+                return Err(
+                    "rl.task_normalization applies to the group estimators (grpo, \
+                            dr_grpo, rloo); advantage = \"gae\" whitens its token advantages \
+                            over the batch"
+                        .into(),
+                );
+            }
+            let defaults = GaeConfig::default();
+            AdvantageConfig::Gae(GaeConfig {
+                lambda: t.gae_lambda.unwrap_or(defaults.lambda),
+                gamma: t.gamma.unwrap_or(defaults.gamma),
+                critic_lr: t.critic_lr,
+                value_clip: t.value_clip.unwrap_or(defaults.value_clip),
+            })
+        } else {
+            let gae_keys = [
+                ("gae_lambda", t.gae_lambda.is_some()),
+                ("gamma", t.gamma.is_some()),
+                ("critic_lr", t.critic_lr.is_some()),
+                ("value_clip", t.value_clip.is_some()),
+            ];
+            if let Some((key, _)) = gae_keys.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "rl.{key} applies to advantage = \"gae\" only (this run's advantage is \
+                     {:?})",
+                    t.advantage
+                ));
+            }
+            AdvantageConfig::Group {
+                estimator: t.advantage,
+                task_normalization: t.task_normalization.unwrap_or(true),
+            }
+        };
+        Ok(RlConfig {
+            steps: t.steps,
+            tasks_per_step: t.tasks_per_step,
+            group_size: t.group_size,
+            lr: t.lr,
+            clip_eps: t.clip_eps,
+            kl_coef: t.kl_coef,
+            grad_clip: t.grad_clip,
+            sampling: SamplingParams {
+                temperature: t.temperature,
+                top_p: t.top_p,
+                top_k: t.top_k,
+                max_new_tokens: t.max_new_tokens,
+                ..SamplingParams::default()
+            },
+            advantage,
+            checkpoint_every: t.checkpoint_every,
+        })
+    }
+}
+
+impl From<RlConfig> for RlTable {
+    fn from(c: RlConfig) -> Self {
+        let estimator = c.advantage.estimator();
+        let (task_normalization, gae) = match c.advantage {
+            AdvantageConfig::Group {
+                task_normalization, ..
+            } => (Some(task_normalization), None),
+            AdvantageConfig::Gae(g) => (None, Some(g)),
+        };
+        RlTable {
+            steps: c.steps,
+            tasks_per_step: c.tasks_per_step,
+            group_size: c.group_size,
+            lr: c.lr,
+            clip_eps: c.clip_eps,
+            kl_coef: c.kl_coef,
+            grad_clip: c.grad_clip,
+            temperature: c.sampling.temperature,
+            top_p: c.sampling.top_p,
+            top_k: c.sampling.top_k,
+            max_new_tokens: c.sampling.max_new_tokens,
+            advantage: estimator,
+            task_normalization,
+            gae_lambda: gae.as_ref().map(|g| g.lambda),
+            gamma: gae.as_ref().map(|g| g.gamma),
+            critic_lr: gae.as_ref().and_then(|g| g.critic_lr),
+            value_clip: gae.as_ref().map(|g| g.value_clip),
+            checkpoint_every: c.checkpoint_every,
+        }
+    }
 }
 
 fn default_clip() -> f64 {
@@ -275,18 +595,6 @@ fn default_top_p() -> f32 {
 }
 fn default_max_new_tokens() -> usize {
     48
-}
-fn default_gae_lambda() -> f64 {
-    0.95
-}
-fn default_gamma() -> f64 {
-    1.0
-}
-fn default_value_clip() -> f64 {
-    0.2
-}
-fn default_true() -> bool {
-    true
 }
 
 /// Rollout/training concurrency.
@@ -321,20 +629,70 @@ impl Default for PipelineConfig {
 }
 
 /// Held-out evaluation.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+///
+/// In TOML: `tasks` and `max_new_tokens`, and optionally `temperature`, `top_p` and `top_k`
+/// (default: greedy, temperature 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "EvalTable", into = "EvalTable")]
 pub struct EvalConfig {
     /// Number of test-split tasks.
     pub tasks: usize,
-    /// Max tokens per turn.
-    pub max_new_tokens: usize,
+    /// How evaluation samples (default: greedy, 48 tokens per turn); stop strings come from
+    /// `[model] stop`.
+    pub sampling: SamplingParams,
 }
 
 impl Default for EvalConfig {
     fn default() -> Self {
-        EvalConfig {
+        EvalTable::default().into()
+    }
+}
+
+/// `[eval]` as written in TOML.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct EvalTable {
+    tasks: usize,
+    max_new_tokens: usize,
+    temperature: f32,
+    top_p: f32,
+    top_k: usize,
+}
+
+impl Default for EvalTable {
+    fn default() -> Self {
+        EvalTable {
             tasks: 200,
             max_new_tokens: 48,
+            temperature: 0.0,
+            top_p: 1.0,
+            top_k: 0,
+        }
+    }
+}
+
+impl From<EvalTable> for EvalConfig {
+    fn from(t: EvalTable) -> Self {
+        EvalConfig {
+            tasks: t.tasks,
+            sampling: SamplingParams {
+                temperature: t.temperature,
+                top_p: t.top_p,
+                top_k: t.top_k,
+                ..SamplingParams::greedy(t.max_new_tokens)
+            },
+        }
+    }
+}
+
+impl From<EvalConfig> for EvalTable {
+    fn from(c: EvalConfig) -> Self {
+        EvalTable {
+            tasks: c.tasks,
+            max_new_tokens: c.sampling.max_new_tokens,
+            temperature: c.sampling.temperature,
+            top_p: c.sampling.top_p,
+            top_k: c.sampling.top_k,
         }
     }
 }
@@ -355,37 +713,54 @@ impl RunConfig {
         Self::from_toml_str(&text, &path.display().to_string())
     }
 
+    /// The `[sft]` section; an error naming the command's need when the config has none.
+    pub fn sft(&self) -> Result<&SftConfig> {
+        self.sft.as_ref().ok_or_else(|| {
+            Error::Config(
+                "this command needs an [sft] section (demos, steps, batch_size, lr) in the run \
+                 config"
+                    .into(),
+            )
+        })
+    }
+
     /// Checks values that serde cannot.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let rl = &self.rl;
-        if rl.advantage.needs_critic() {
-            if rl.group_size == 0 {
-                return Err("rl.group_size must be at least 1".into());
-            }
-            for (name, v) in [("rl.gae_lambda", rl.gae_lambda), ("rl.gamma", rl.gamma)] {
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(format!("{name} must be in [0, 1], got {v}"));
+        match rl.advantage.gae() {
+            Some(gae) => {
+                if rl.group_size == 0 {
+                    return Err("rl.group_size must be at least 1".into());
+                }
+                for (name, v) in [("rl.gae_lambda", gae.lambda), ("rl.gamma", gae.gamma)] {
+                    if !(0.0..=1.0).contains(&v) {
+                        return Err(format!("{name} must be in [0, 1], got {v}"));
+                    }
+                }
+                if !(gae.value_clip > 0.0 && gae.value_clip.is_finite()) {
+                    return Err(format!("rl.value_clip must be > 0, got {}", gae.value_clip));
                 }
             }
-            if !(rl.value_clip > 0.0 && rl.value_clip.is_finite()) {
-                return Err(format!("rl.value_clip must be > 0, got {}", rl.value_clip));
+            None if rl.group_size < 2 => {
+                return Err(
+                    "rl.group_size must be at least 2 (advantages are relative to the group; \
+                     advantage = \"gae\" learns a critic instead)"
+                        .into(),
+                );
             }
-        } else if rl.group_size < 2 {
-            return Err(
-                "rl.group_size must be at least 2 (advantages are relative to the group; \
-                 advantage = \"gae\" learns a critic instead)"
-                    .into(),
-            );
+            None => {}
         }
-        if rl.tasks_per_step == 0 || self.sft.batch_size == 0 {
+        if rl.tasks_per_step == 0 || self.sft.as_ref().is_some_and(|s| s.batch_size == 0) {
             return Err("rl.tasks_per_step and sft.batch_size must be positive".into());
         }
-        let critic_lr = rl.critic_lr.unwrap_or(rl.lr);
-        for (name, v) in [
-            ("rl.lr", rl.lr),
-            ("sft.lr", self.sft.lr),
-            ("rl.critic_lr", critic_lr),
-        ] {
+        let mut rates = vec![("rl.lr", rl.lr)];
+        if let Some(sft) = &self.sft {
+            rates.push(("sft.lr", sft.lr));
+        }
+        if let Some(gae) = rl.advantage.gae() {
+            rates.push(("rl.critic_lr", gae.critic_lr.unwrap_or(rl.lr)));
+        }
+        for (name, v) in rates {
             if !(v > 0.0 && v.is_finite()) {
                 return Err(format!("{name} must be a positive number, got {v}"));
             }
@@ -393,25 +768,19 @@ impl RunConfig {
         if !(rl.clip_eps > 0.0 && rl.kl_coef >= 0.0 && rl.grad_clip > 0.0) {
             return Err("rl.clip_eps and rl.grad_clip must be > 0, rl.kl_coef >= 0".into());
         }
+        check_sampling("rl", &rl.sampling)?;
+        check_sampling("eval", &self.eval.sampling)?;
         if let Some(i) = self.model.stop.iter().position(String::is_empty) {
             return Err(format!(
                 "model.stop[{i}] is an empty string (it would end every turn at once)"
             ));
         }
-        match (&self.model.pretrained, &self.lora) {
-            (None, Some(_)) => {
+        match (&self.model.source, &self.lora) {
+            (ModelSource::Tiny(_), Some(_)) => {
                 return Err("[lora] needs a pretrained model ([model] pretrained = PATH)".into());
             }
-            (None, None) => {
-                let m = &self.model;
-                if m.dtype != Dtype::F32 {
-                    return Err(format!(
-                        "model.dtype = \"{}\" needs a pretrained model (model.pretrained); the \
-                         tiny GPT is f32 only",
-                        m.dtype
-                    ));
-                }
-                if m.d_model == 0 || m.n_layers == 0 || m.n_heads == 0 {
+            (ModelSource::Tiny(shape), None) => {
+                if shape.d_model == 0 || shape.n_layers == 0 || shape.n_heads == 0 {
                     return Err(
                         "model.d_model, model.n_layers and model.n_heads must be positive \
                          (or set model.pretrained)"
@@ -419,7 +788,7 @@ impl RunConfig {
                     );
                 }
             }
-            (Some(_), lora) => {
+            (ModelSource::Pretrained(_), lora) => {
                 if let Some(lora) = lora {
                     lora.validate().map_err(|e| e.to_string())?;
                 }
@@ -431,18 +800,40 @@ impl RunConfig {
         if self.torch_threads < 1 {
             return Err("torch_threads must be at least 1".into());
         }
-        let d = &self.sft.demonstrator;
-        for (name, p) in [
-            ("tool_prob_two_operands", d.tool_prob_two_operands),
-            ("tool_prob_three_operands", d.tool_prob_three_operands),
-            ("copy_error_prob", d.copy_error_prob),
-        ] {
-            if !(0.0..=1.0).contains(&p) {
-                return Err(format!(
-                    "sft.demonstrator.{name} must be in [0, 1], got {p}"
-                ));
+        if let Some(sft) = &self.sft {
+            let d = &sft.demonstrator;
+            for (name, p) in [
+                ("tool_prob_two_operands", d.tool_prob_two_operands),
+                ("tool_prob_three_operands", d.tool_prob_three_operands),
+                ("copy_error_prob", d.copy_error_prob),
+            ] {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(format!(
+                        "sft.demonstrator.{name} must be in [0, 1], got {p}"
+                    ));
+                }
             }
         }
         Ok(())
     }
+}
+
+/// Checks the sampling settings of `[section]`.
+fn check_sampling(section: &str, p: &SamplingParams) -> std::result::Result<(), String> {
+    if !(p.temperature >= 0.0 && p.temperature.is_finite()) {
+        return Err(format!(
+            "{section}.temperature must be >= 0, got {}",
+            p.temperature
+        ));
+    }
+    if !(p.top_p > 0.0 && p.top_p <= 1.0) {
+        return Err(format!(
+            "{section}.top_p must be in (0, 1], got {}",
+            p.top_p
+        ));
+    }
+    if p.max_new_tokens == 0 {
+        return Err(format!("{section}.max_new_tokens must be at least 1"));
+    }
+    Ok(())
 }

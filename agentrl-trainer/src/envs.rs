@@ -15,12 +15,15 @@
 //! token = "secret"
 //! max_turns = 8
 //! ```
+//!
+//! `max_turns` caps the episodes of any env: a registered env's own limit can be lowered (to
+//! 1 for a single-turn run) but not raised; an env only its server knows gets 16 unless set.
 
 use std::sync::Arc;
 
 use agentrl_core::{Error, Result};
 use agentrl_env::protocol::{ClientConfig, ProtocolClient, RemoteEnvFactory};
-use agentrl_env::{EnvFactory, EnvMix, lookup};
+use agentrl_env::{EnvFactory, EnvMix, TurnCapped, lookup};
 
 use crate::config::{EnvConfig, EnvSource};
 
@@ -55,9 +58,9 @@ pub fn sources(config: &EnvConfig) -> Result<Vec<EnvSource>> {
 /// The protocol client of a source's server (`None`: the env runs in process).
 fn client_of(source: &EnvSource) -> Result<Option<ProtocolClient>> {
     let Some(server) = &source.server else {
-        if source.token.is_some() || source.max_turns.is_some() {
+        if source.token.is_some() {
             return Err(Error::Config(format!(
-                "env `{}`: token and max_turns only apply with a server",
+                "env `{}`: token only applies with a server",
                 source.id
             )));
         }
@@ -70,27 +73,25 @@ fn client_of(source: &EnvSource) -> Result<Option<ProtocolClient>> {
     }))
 }
 
-/// The factory of one env source.
+/// The factory of one env source, capped at its `max_turns` when set.
 fn source_factory(source: &EnvSource) -> Result<Arc<dyn EnvFactory>> {
-    let Some(client) = client_of(source)? else {
-        return lookup(&source.id);
-    };
-    Ok(match lookup(&source.id) {
-        Ok(local) => {
-            if source.max_turns.is_some() {
-                return Err(Error::Config(format!(
-                    "env `{}` is registered and brings its own turn limit; drop max_turns",
-                    source.id
-                )));
-            }
-            Arc::new(RemoteEnvFactory::new(client, local))
+    let cap = |factory: Arc<dyn EnvFactory>| -> Result<Arc<dyn EnvFactory>> {
+        match source.max_turns {
+            Some(n) => Ok(Arc::new(TurnCapped::new(factory, n)?)),
+            None => Ok(factory),
         }
-        Err(_) => Arc::new(RemoteEnvFactory::served(
+    };
+    let Some(client) = client_of(source)? else {
+        return cap(lookup(&source.id)?);
+    };
+    match lookup(&source.id) {
+        Ok(local) => cap(Arc::new(RemoteEnvFactory::new(client, local))),
+        Err(_) => Ok(Arc::new(RemoteEnvFactory::served(
             client,
             &source.id,
             source.max_turns.unwrap_or(DEFAULT_SERVED_MAX_TURNS),
-        )),
-    })
+        ))),
+    }
 }
 
 /// The run's env factory (no network yet: see [`check_servers`]).

@@ -20,17 +20,17 @@ pub struct EvalReport {
     pub mean_turns: f64,
 }
 
-/// Plays test tasks `0..n` greedily (temperature 0), all concurrently; returns the report and
-/// the trajectories.
+/// Plays test tasks `0..n` with `params` (greedy by default: [`SamplingParams::greedy`]), all
+/// concurrently; returns the report and the trajectories.
 pub async fn evaluate(
     ctx: &RolloutContext,
     n: usize,
-    max_new_tokens: usize,
+    params: &SamplingParams,
 ) -> Result<(EvalReport, Vec<Trajectory>)> {
     let tasks: Vec<_> = (0..n as u64)
         .map(|i| (ctx.factory.task(Split::Test, i), i))
         .collect();
-    let trajectories = run_many(ctx, tasks, &SamplingParams::greedy(max_new_tokens)).await?;
+    let trajectories = run_many(ctx, tasks, params).await?;
     let count = trajectories.len().max(1) as f64;
     let report = EvalReport {
         tasks: trajectories.len(),

@@ -98,7 +98,7 @@ pub fn tch_judge(
     max_new_tokens: usize,
 ) -> Result<PolicyJudge> {
     let mut vs = nn::VarStore::new(crate::device::default_device());
-    let gpt = TinyGpt::new(&vs.root(), model.gpt(format.vocab_size()))?;
+    let gpt = TinyGpt::new(&vs.root(), model.gpt(format.vocab_size())?)?;
     vs.load(checkpoint).map_err(|e| {
         Error::Config(format!(
             "loading the judge checkpoint {} (it must hold weights of the run's [model] shape): {e}",

@@ -94,7 +94,7 @@ pub fn load_tiny(
     let mut vs = nn::VarStore::new(device);
     let model = TinyGpt::new(
         &vs.root(),
-        run.model.gpt(TinyChatFormat::new().vocab_size()),
+        run.model.gpt(TinyChatFormat::new().vocab_size())?,
     )?;
     vs.load(&weights).map_err(|e| {
         Error::Config(format!(

@@ -99,15 +99,7 @@ pub async fn train_rl(
     let (version_tx, version_rx) = watch::channel(start as u64);
     let capacity = (cfg.pipeline.max_staleness as usize + 1) * rl.tasks_per_step;
     let (tx, rx) = mpsc::channel::<Result<Group>>(capacity.max(1));
-    let params = SamplingParams {
-        temperature: rl.temperature,
-        top_p: rl.top_p,
-        top_k: rl.top_k,
-        max_new_tokens: rl.max_new_tokens,
-        stop_ids: Vec::new(),
-        stop: Vec::new(),
-        seed: None,
-    };
+    let params = rl.sampling.clone();
     let producer = tokio::spawn(produce(
         run.ctx.clone(),
         run.reward.clone(),
@@ -209,8 +201,8 @@ fn group_update(
 ) -> (UpdateStats, usize) {
     let rl = &cfg.rl;
     let group_ids: Vec<u64> = batch.iter().map(|t| t.group_id).collect();
-    let mut adv = advantages(rl.advantage, rewards, &group_ids);
-    if rl.task_normalization {
+    let mut adv = advantages(rl.advantage.estimator(), rewards, &group_ids);
+    if rl.advantage.task_normalization() {
         let envs: Vec<&str> = batch.iter().map(|t| t.env_id.as_str()).collect();
         normalize_per_task(&mut adv, &envs);
     }
@@ -234,6 +226,7 @@ fn ppo_update(
     grpo: GrpoParams,
 ) -> Result<(UpdateStats, CriticStats, usize)> {
     let rl = &cfg.rl;
+    let gae_params = rl.advantage.gae().cloned().unwrap_or_default();
     let trajs: Vec<&Trajectory> = batch.iter().filter(|t| t.num_generated() > 0).collect();
     if trajs.is_empty() {
         return Ok(Default::default());
@@ -248,11 +241,17 @@ fn ppo_update(
         .iter()
         .zip(&values)
         .zip(&policy)
-        .map(|((t, v), m)| gae(v, m, t.reward, rl.gamma, rl.gae_lambda))
+        .map(|((t, v), m)| gae(v, m, t.reward, gae_params.gamma, gae_params.lambda))
         .unzip();
     whiten(&mut adv, &policy);
     let stats = learner.policy_step(&trajs, Advantages::PerToken(&adv), grpo);
-    let critic_stats = critic.step(&trajs, &returns, &values, rl.value_clip, rl.grad_clip);
+    let critic_stats = critic.step(
+        &trajs,
+        &returns,
+        &values,
+        gae_params.value_clip,
+        rl.grad_clip,
+    );
     Ok((stats, critic_stats, trajs.len()))
 }
 
@@ -275,16 +274,16 @@ fn learner_loop(
     let grpo = GrpoParams {
         clip_eps: rl.clip_eps,
         kl_coef: rl.kl_coef,
-        temperature: rl.temperature as f64,
+        temperature: rl.sampling.temperature as f64,
         grad_clip: rl.grad_clip,
     };
     learner.set_lr(rl.lr);
     // PPO's critic starts as a copy of the policy (after SFT) with a zero value head, or, when
     // the run resumes, as it was saved with the checkpoint it resumes from.
-    let mut critic = if rl.advantage.needs_critic() {
+    let mut critic = if let Some(gae) = rl.advantage.gae() {
         let mut critic = Critic::from_learner(
             &learner,
-            rl.critic_lr.unwrap_or(rl.lr),
+            gae.critic_lr.unwrap_or(rl.lr),
             cfg.model.micro_batch,
         )?;
         let saved = checkpoint_dir(&run_dir).join(critic_file(start));

@@ -45,16 +45,16 @@ impl Run {
         std::fs::write(&copy, text).map_err(|e| Error::io("writing", &copy, e))?;
         tch::set_num_threads(config.torch_threads);
         tch::manual_seed(config.seed as i64);
-        let format: Arc<dyn ChatFormat> = match &config.model.pretrained {
+        let format: Arc<dyn ChatFormat> = match config.model.pretrained() {
             None => Arc::new(TinyChatFormat::new()),
-            Some(path) => {
-                let template = match &config.model.chat_template {
+            Some(pretrained) => {
+                let template = match &pretrained.chat_template {
                     Some(t) => {
                         Some(std::fs::read_to_string(t).map_err(|e| Error::io("reading", t, e))?)
                     }
                     None => None,
                 };
-                Arc::new(load_chat_format(path, template.as_deref())?)
+                Arc::new(load_chat_format(&pretrained.path, template.as_deref())?)
             }
         };
         Ok(Run {
@@ -70,13 +70,13 @@ impl Run {
     /// fresh LoRA adapters when `[lora]` is set), then loaded from `init` when given (a
     /// checkpoint of the same kind: all weights, or the adapters).
     pub fn learner(&self, lr: f64, init: Option<&Path>) -> Result<Learner> {
-        let mut learner = match &self.config.model.pretrained {
+        let mut learner = match self.config.model.pretrained() {
             None => {
-                let gpt = self.config.model.gpt(self.format.vocab_size());
+                let gpt = self.config.model.gpt(self.format.vocab_size())?;
                 Learner::new(gpt, lr, self.device)?
             }
-            Some(path) => {
-                let (vs, model) = load_llama(path, self.device, self.config.model.dtype)?;
+            Some(pretrained) => {
+                let (vs, model) = load_llama(&pretrained.path, self.device, pretrained.dtype)?;
                 Learner::llama(vs, model, self.config.lora.as_ref(), lr)?
             }
         };
@@ -119,9 +119,8 @@ impl Run {
         let base_model = self
             .config
             .model
-            .pretrained
-            .as_deref()
-            .map_or_else(|| "agentrl-tiny-gpt".to_string(), model_name);
+            .pretrained()
+            .map_or_else(|| "agentrl-tiny-gpt".to_string(), |p| model_name(&p.path));
         let (push, router) = ServerPush::new(
             &pipeline.rollout_servers,
             pipeline.rollout_api_key.as_deref(),
@@ -155,7 +154,7 @@ impl Run {
             )));
         }
         crate::envs::check_servers(&self.config.env).await?;
-        let cfg = &self.config.sft;
+        let cfg = self.config.sft()?;
         let mut solver: Box<dyn Solver> =
             if self.factory.id() == agentrl_env::arith_calc::ARITH_CALC_ID {
                 let d = &cfg.demonstrator;
@@ -206,7 +205,7 @@ impl Run {
                 demos.display()
             )));
         }
-        let cfg = &self.config.sft;
+        let cfg = self.config.sft()?;
         let mut learner = self.learner(cfg.lr, None)?;
         let mut metrics = self.metrics()?;
         let mut rng = SeededRng::from_parts(&[self.config.seed, 0x5F7]);
@@ -253,12 +252,8 @@ impl Run {
     ) -> Result<EvalReport> {
         crate::envs::check_servers(&self.config.env).await?;
         let (_policy, ctx) = self.rollout_policy(learner)?;
-        let (report, trajectories) = evaluate(
-            &ctx,
-            self.config.eval.tasks,
-            self.config.eval.max_new_tokens,
-        )
-        .await?;
+        let (report, trajectories) =
+            evaluate(&ctx, self.config.eval.tasks, &self.config.eval.sampling).await?;
         let samples = self.dir.join("samples");
         std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
         write_jsonl(
@@ -300,9 +295,10 @@ impl Run {
             start_step,
         };
         let (learner, _metrics, summary) = train_rl(run, learner, self.metrics()?).await?;
-        if let (Some(path), Some(_)) = (&self.config.model.pretrained, learner.spec().lora()) {
+        if let (Some(pretrained), Some(_)) = (self.config.model.pretrained(), learner.spec().lora())
+        {
             let dir = crate::checkpoint::checkpoint_dir(&self.dir).join("adapter");
-            learner.save_peft(&dir, &model_name(path))?;
+            learner.save_peft(&dir, &model_name(&pretrained.path))?;
             tracing::info!("wrote the LoRA adapter (PEFT layout) to {}", dir.display());
         }
         Ok((learner, summary))

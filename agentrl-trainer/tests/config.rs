@@ -67,3 +67,129 @@ fn bad_configs_name_the_problem() {
         .to_string();
     assert!(missing.contains("no/such/run.toml"), "{missing}");
 }
+
+/// Every run config (`.toml` other than Cargo's) under the repository's `configs/` and
+/// `examples/` folders.
+fn run_configs_in_the_repository() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "toml")
+                && path.file_name().is_some_and(|n| n != "Cargo.toml")
+            {
+                out.push(path);
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut out = Vec::new();
+    for dir in ["configs", "examples"] {
+        walk(&root.join(dir), &mut out);
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_run_config_in_the_repository_parses_builds_its_reward_and_round_trips() {
+    let configs = run_configs_in_the_repository();
+    assert!(configs.len() >= 3, "{configs:?}");
+    for path in configs {
+        let cfg = RunConfig::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        cfg.reward.build().unwrap();
+        agentrl_trainer::envs::env_factory(&cfg.env).unwrap();
+        // The copy a run writes into its directory reads back as the same config.
+        let text = toml::to_string_pretty(&cfg).unwrap();
+        let again = RunConfig::from_toml_str(&text, "copy").unwrap();
+        assert_eq!(
+            toml::to_string_pretty(&again).unwrap(),
+            text,
+            "{}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn the_model_is_a_tiny_gpt_or_a_pretrained_model_never_both() {
+    use agentrl_trainer::config::ModelSource;
+    let base = include_str!("../../configs/demo.toml");
+    let cfg = RunConfig::from_toml_str(base, "demo.toml").unwrap();
+    match &cfg.model.source {
+        ModelSource::Tiny(shape) => assert_eq!((shape.d_model, shape.n_layers), (96, 3)),
+        other => panic!("{other:?}"),
+    }
+    let both = set(base, "model", "pretrained", "\"model.gguf\"");
+    let err = RunConfig::from_toml_str(&both, "demo.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("model.d_model") && err.contains("pretrained"),
+        "{err}"
+    );
+    let template = set(base, "model", "chat_template", "\"t.jinja\"");
+    let err = RunConfig::from_toml_str(&template, "demo.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("model.chat_template"), "{err}");
+}
+
+#[test]
+fn sampling_and_estimator_settings_are_typed() {
+    use agentrl_trainer::advantage::AdvantageEstimator;
+    use agentrl_trainer::config::AdvantageConfig;
+    let base = include_str!("../../configs/demo.toml");
+    let cfg = RunConfig::from_toml_str(base, "demo.toml").unwrap();
+    assert_eq!(cfg.rl.sampling.temperature, 1.0);
+    assert_eq!(cfg.rl.sampling.max_new_tokens, 40);
+    assert_eq!(
+        cfg.eval.sampling.temperature, 0.0,
+        "evaluation is greedy by default"
+    );
+    assert_eq!(cfg.eval.sampling.max_new_tokens, 40);
+    assert_eq!(
+        cfg.rl.advantage,
+        AdvantageConfig::Group {
+            estimator: AdvantageEstimator::Grpo,
+            task_normalization: true
+        }
+    );
+    let ppo = set(
+        &set(base, "rl", "advantage", "\"gae\""),
+        "rl",
+        "gae_lambda",
+        "0.9",
+    );
+    let cfg = RunConfig::from_toml_str(&ppo, "ppo.toml").unwrap();
+    let gae = cfg.rl.advantage.gae().unwrap();
+    assert_eq!((gae.lambda, gae.gamma, gae.value_clip), (0.9, 1.0, 0.2));
+    assert!(!cfg.rl.advantage.task_normalization());
+    // A parameter of another estimator is named.
+    let stray = set(base, "rl", "gae_lambda", "0.9");
+    let err = RunConfig::from_toml_str(&stray, "demo.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rl.gae_lambda") && err.contains("gae"),
+        "{err}"
+    );
+    let hot = set(base, "eval", "temperature", "-1.0");
+    let err = RunConfig::from_toml_str(&hot, "demo.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("eval.temperature"), "{err}");
+}
+
+#[test]
+fn sft_is_optional_until_a_command_needs_it() {
+    let base = include_str!("../../configs/demo.toml");
+    let start = base.find("[sft]").unwrap();
+    let end = base.find("[rl]").unwrap();
+    let without = format!("{}{}", &base[..start], &base[end..]);
+    let cfg = RunConfig::from_toml_str(&without, "no-sft.toml").unwrap();
+    assert!(cfg.sft.is_none());
+    let err = cfg.sft().unwrap_err().to_string();
+    assert!(err.contains("[sft]"), "{err}");
+}

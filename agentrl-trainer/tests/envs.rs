@@ -45,6 +45,46 @@ fn one_env_or_a_weighted_mixture() {
     );
 }
 
+#[tokio::test]
+async fn max_turns_makes_a_registered_env_single_turn_in_process_and_in_a_mixture() {
+    let one = env_factory(&env_section("[env]\nid = \"maze\"\nmax_turns = 1\n")).unwrap();
+    assert_eq!((one.id(), one.max_turns()), ("maze", 1));
+    let task = one.task(Split::Test, 0);
+    let mut env = one.make();
+    let obs = env.reset(&task).await.unwrap();
+    let mut solver = one.solver(0);
+    let step = env.step(&solver.act(&task, &obs.messages)).await.unwrap();
+    assert!(step.truncated || step.terminated, "{step:?}");
+    assert!(
+        step.truncated,
+        "a one-step maze episode is cut by the limit: {step:?}"
+    );
+    let mix = env_factory(&env_section(
+        "[[env.mix]]\nid = \"maze\"\nmax_turns = 2\n[[env.mix]]\nid = \"arith-calc\"\n",
+    ))
+    .unwrap();
+    let maze_task = (0..100)
+        .map(|i| mix.task(Split::Train, i))
+        .find(|t| t.env_id == "maze")
+        .unwrap();
+    let mut env = mix.make();
+    let obs = env.reset(&maze_task).await.unwrap();
+    let mut solver = lookup("maze").unwrap().solver(0);
+    let mut messages = obs.messages;
+    let mut steps = 0;
+    loop {
+        let action = solver.act(&maze_task, &messages);
+        messages.push(action.clone());
+        let step = env.step(&action).await.unwrap();
+        steps += 1;
+        messages.extend(step.messages.iter().cloned());
+        if step.done() {
+            break;
+        }
+    }
+    assert!(steps <= 2, "{steps} steps");
+}
+
 #[test]
 fn bad_env_sections_say_what_to_change() {
     let both = "[env]\nid = \"maze\"\n[[env.mix]]\nid = \"arith-calc\"\n";
@@ -52,9 +92,9 @@ fn bad_env_sections_say_what_to_change() {
     assert!(error_of("[env]\n").contains("name the env"));
     assert!(error_of("[env]\nid = \"nope\"\n").contains("known env ids"));
     let token = "[env]\nid = \"maze\"\ntoken = \"t\"\n";
-    assert!(error_of(token).contains("only apply with a server"));
-    let turns = "[env]\nid = \"maze\"\nserver = \"http://127.0.0.1:9\"\nmax_turns = 3\n";
-    assert!(error_of(turns).contains("drop max_turns"));
+    assert!(error_of(token).contains("only applies with a server"));
+    let raise = "[env]\nid = \"maze\"\nmax_turns = 1000\n";
+    assert!(error_of(raise).contains("cannot raise it"));
     let weight = "[[env.mix]]\nid = \"maze\"\nweight = 0\n";
     assert!(error_of(weight).contains("weight 0"));
 }

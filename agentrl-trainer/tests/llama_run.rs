@@ -148,7 +148,7 @@ async fn a_pretrained_model_trains_with_lora_end_to_end() {
     let lora = "dtype = \"bf16\"\nstop = [\"</tool_call>\"]\n\
                 [lora]\nr = 4\nalpha = 8.0\ntargets = [\"q_proj\", \"v_proj\", \"up_proj\"]";
     let cfg = RunConfig::from_toml_str(&run_config(&model_dir, lora), "test").unwrap();
-    assert_eq!(cfg.model.dtype, Dtype::Bf16);
+    assert_eq!(cfg.model.pretrained().map(|p| p.dtype), Some(Dtype::Bf16));
     let run_dir = dir.path().join("run");
     let summary = demo(cfg, &run_dir).await.unwrap();
     assert_eq!(summary.rl_steps, 2);
@@ -314,7 +314,7 @@ fn model_and_lora_sections_are_checked() {
     // The tiny GPT's demo config is unchanged and still valid.
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/demo.toml");
     let cfg = RunConfig::load(&demo).unwrap();
-    assert!(cfg.model.pretrained.is_none() && cfg.lora.is_none());
+    assert!(cfg.model.pretrained().is_none() && cfg.lora.is_none());
     // The example configs parse.
     for name in ["cpu.toml", "cuda.toml"] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -322,7 +322,7 @@ fn model_and_lora_sections_are_checked() {
             .join(name);
         let cfg = RunConfig::load(&path).unwrap();
         assert!(
-            cfg.model.pretrained.is_some() && cfg.lora.is_some(),
+            cfg.model.pretrained().is_some() && cfg.lora.is_some(),
             "{name}"
         );
     }

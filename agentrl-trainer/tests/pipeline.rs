@@ -3,6 +3,7 @@
 mod common;
 
 use agentrl_trainer::checkpoint::read_latest;
+use agentrl_trainer::config::{AdvantageConfig, GaeConfig};
 use agentrl_trainer::metrics::read_metrics;
 use agentrl_trainer::run::Run;
 
@@ -184,12 +185,14 @@ async fn episodes_cut_before_the_first_token_do_not_stall_the_pipeline() {
 async fn ppo_with_a_critic_trains_one_rollout_per_task_and_resumes_its_critic() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::tiny_config(1);
-    config.rl.advantage = agentrl_trainer::advantage::AdvantageEstimator::Gae;
+    config.rl.advantage = AdvantageConfig::Gae(GaeConfig {
+        lambda: 0.9,
+        critic_lr: Some(1e-2),
+        ..GaeConfig::default()
+    });
     // No group is needed: the critic is the baseline.
     config.rl.group_size = 1;
     config.rl.tasks_per_step = 4;
-    config.rl.gae_lambda = 0.9;
-    config.rl.critic_lr = Some(1e-2);
     // A failure costs 1, so returns are never all zero, even if nothing succeeds yet.
     config.reward = agentrl_reward::RewardConfig::Outcome {
         success: 1.0,
@@ -246,7 +249,9 @@ async fn ppo_with_a_critic_trains_one_rollout_per_task_and_resumes_its_critic() 
     let mut bad = common::tiny_config(1);
     bad.rl.group_size = 1;
     assert!(bad.validate().unwrap_err().contains("rl.group_size"));
-    bad.rl.advantage = agentrl_trainer::advantage::AdvantageEstimator::Gae;
-    bad.rl.gae_lambda = 1.5;
+    bad.rl.advantage = AdvantageConfig::Gae(GaeConfig {
+        lambda: 1.5,
+        ..GaeConfig::default()
+    });
     assert!(bad.validate().unwrap_err().contains("rl.gae_lambda"));
 }

@@ -201,7 +201,11 @@ async fn a_judge_from_a_checkpoint_grades_and_its_fallbacks_are_counted() {
     let cfg = RunConfig::load(&config).unwrap();
     tch::manual_seed(4);
     let vs = nn::VarStore::new(Device::Cpu);
-    let _model = TinyGpt::new(&vs.root(), cfg.model.gpt(ByteTokenizer::VOCAB_SIZE)).unwrap();
+    let _model = TinyGpt::new(
+        &vs.root(),
+        cfg.model.gpt(ByteTokenizer::VOCAB_SIZE).unwrap(),
+    )
+    .unwrap();
     let weights = dir.path().join("judge.safetensors");
     vs.save(&weights).unwrap();
 
@@ -235,7 +239,7 @@ async fn a_judge_from_a_checkpoint_grades_and_its_fallbacks_are_counted() {
     let mut bad = args.clone();
     let other = dir.path().join("other.safetensors");
     let vs = nn::VarStore::new(Device::Cpu);
-    let mut shape = cfg.model.gpt(ByteTokenizer::VOCAB_SIZE);
+    let mut shape = cfg.model.gpt(ByteTokenizer::VOCAB_SIZE).unwrap();
     shape.d_model = 16;
     let _small = TinyGpt::new(&vs.root(), shape).unwrap();
     vs.save(&other).unwrap();

@@ -72,7 +72,7 @@ fn fixture() -> &'static Fixture {
         let fmt = TinyChatFormat::new();
         let ckpt = dir.path().join("checkpoints");
         tch::manual_seed(11);
-        let gpt = config.model.gpt(fmt.vocab_size());
+        let gpt = config.model.gpt(fmt.vocab_size()).unwrap();
         let mut learner = Learner::new(gpt.clone(), 1e-2, Device::Cpu).unwrap();
         let random = ckpt.join("random.safetensors");
         learner.save(&random).unwrap();
