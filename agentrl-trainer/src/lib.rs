@@ -22,6 +22,7 @@
 pub mod advantage;
 pub mod batch;
 pub mod checkpoint;
+pub mod commands;
 pub mod config;
 pub mod critic;
 pub mod demos;

@@ -22,16 +22,20 @@ use crate::judge::{DEFAULT_JUDGE_MAX_NEW_TOKENS, PolicyJudge, tch_judge};
 /// Trajectories scored at once (judge calls are further limited by the judge itself).
 const IN_FLIGHT: usize = 64;
 
-/// What `agentrl reward` was asked to do.
-#[derive(Debug, Clone)]
+/// What `agentrl reward` was asked to do (its command-line arguments).
+#[derive(clap::Args, Debug, Clone)]
 pub struct RescoreArgs {
-    /// The run config whose `[reward]` tree is used.
+    /// Run config (TOML) whose `[reward]` tree is used.
+    #[arg(long)]
     pub config: PathBuf,
-    /// Saved trajectories (JSONL).
+    /// Trajectories to score (JSONL).
+    #[arg(long)]
     pub trajectories: PathBuf,
-    /// Where to write the scores (default: stdout).
+    /// Output file (default: stdout).
+    #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Weights (of the run's model shape) for an `llm_judge` in the tree.
+    /// Weights of the run's model shape for an llm_judge in the reward tree.
+    #[arg(long)]
     pub judge_checkpoint: Option<PathBuf>,
 }
 
