@@ -3,9 +3,13 @@
 //! The closed loop: rollout workers that play many env sessions concurrently against a batched
 //! policy ([`rollout`]), behaviour cloning from demonstrations ([`demos`], [`learner`]), GRPO with
 //! group advantages and task normalisation ([`advantage`]), the fully asynchronous rollout → train
-//! pipeline with a staleness bound ([`pipeline`]), checkpoints, metrics, evaluation, plots, and
-//! the `agentrl` binary ([`run`]), offline re-scoring of saved trajectories ([`rescore`]) and
-//! judge backends over policies for LLM-judged rewards ([`judge`]).
+//! pipeline with a staleness bound ([`pipeline`]), checkpoints, metrics, evaluation, plots
+//! ([`run`]), offline re-scoring of saved trajectories ([`rescore`]) and judge backends over
+//! policies for LLM-judged rewards ([`judge`]). The run configuration is one TOML file
+//! ([`config`]); the `agentrl` binary's training subcommands are library functions in
+//! [`commands`], so its `main.rs` only parses arguments. The trainer knows no env by name: it
+//! asks the run's [`EnvFactory`](agentrl_env::EnvFactory) for tasks, sessions and
+//! demonstrators.
 //!
 //! ```no_run
 //! use agentrl_trainer::{config::RunConfig, run::demo};
