@@ -19,14 +19,10 @@
 //! where reward came from.
 //!
 //! ```
-//! use agentrl_core::{Outcome, Split, Trajectory};
+//! use agentrl_core::{Split, Trajectory};
 //! use agentrl_reward::{FormatReward, OutcomeReward, WeightedSum, apply};
 //!
-//! let mut t = Trajectory {
-//!     env_id: "arith".into(), task_id: "t1".into(), split: Split::Train, group_id: 0,
-//!     messages: vec![], turns: vec![], outcome: Outcome::Completed, success: true,
-//!     score: None, tool_calls: 0, tool_errors: 0, reward: 0.0, reward_parts: Default::default(),
-//! };
+//! let mut t = Trajectory::new("arith", "t1", Split::Train, 0).with_success(true);
 //! let reward = WeightedSum::new(vec![])
 //!     .term(1.0, OutcomeReward::default())
 //!     .term(0.1, FormatReward);
