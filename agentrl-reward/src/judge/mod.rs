@@ -6,6 +6,7 @@
 //! the calls in flight, and falls back to a configured value on nonsense, errors and
 //! time-outs, counting every fallback.
 
+pub mod backend;
 pub mod parse;
 pub mod prompt;
 
@@ -19,15 +20,9 @@ use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory, stable_
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
+pub use backend::JudgeBackend;
 pub use parse::{ScoreScale, parse_score};
 pub use prompt::{judge_prompt, transcript};
-
-/// A model that answers a prompt with text: a local policy, a served LLM, an HTTP endpoint.
-#[async_trait]
-pub trait JudgeBackend: Send + Sync {
-    /// The model's answer to `prompt`.
-    async fn complete(&self, prompt: &str) -> Result<String>;
-}
 
 /// How an [`LlmJudge`] asks, reads and falls back.
 #[derive(Debug, Clone, PartialEq)]
