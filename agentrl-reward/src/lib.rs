@@ -14,6 +14,9 @@
 //! - Models: [`LlmJudge`] over any [`JudgeBackend`], with robust [`parse_score`], a cache, a
 //!   concurrency limit and a time-out with a counted fallback.
 //! - Composers: [`WeightedSum`], [`Gate`], [`Clip`], [`ScaleOffset`], [`RunningNorm`].
+//! - Configs: [`RewardConfig`] is the `[reward]` tree, a tagged enum of each reward's own
+//!   config (the reward itself, or a `…Config` beside it); every one checks its values and
+//!   builds its reward through [`BuildReward`]. [`config`] says how to add a reward.
 //!
 //! Every function reports a breakdown whose parts are keyed by its name, so metrics can show
 //! where reward came from.
@@ -35,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod apply;
+pub mod build;
 pub mod clip;
 pub mod config;
 pub mod efficiency;
@@ -54,20 +58,21 @@ pub mod turn_shaping;
 pub mod weighted;
 
 pub use apply::apply;
-pub use clip::Clip;
-pub use config::{RewardConfig, RewardContext, WeightedTermConfig};
+pub use build::{BuildReward, RewardContext};
+pub use clip::{Clip, ClipConfig};
+pub use config::RewardConfig;
 pub use efficiency::{Efficiency, EfficiencyMeasure};
-pub use execution::{CommandCheck, Execution, ExecutionCheck, SandboxCheck};
+pub use execution::{CommandCheck, Execution, ExecutionCheck, ExecutionConfig, SandboxCheck};
 pub use format::FormatReward;
-pub use gate::Gate;
+pub use gate::{Gate, GateConfig};
 pub use incomplete::IncompletePunishment;
-pub use judge::{JudgeBackend, JudgeSettings, LlmJudge, ScoreScale, parse_score};
+pub use judge::{JudgeBackend, JudgeSettings, LlmJudge, LlmJudgeConfig, ScoreScale, parse_score};
 pub use length::LengthPenalty;
 pub use length_budget::{Length, LengthUnit};
 pub use outcome::OutcomeReward;
-pub use running_norm::{RunningNorm, RunningStats};
-pub use scale_offset::ScaleOffset;
+pub use running_norm::{RunningNorm, RunningNormConfig, RunningStats};
+pub use scale_offset::{ScaleOffset, ScaleOffsetConfig};
 pub use score::ScoreReward;
-pub use tool_format::ToolFormat;
+pub use tool_format::{ToolFormat, ToolFormatConfig};
 pub use turn_shaping::TurnShaping;
-pub use weighted::WeightedSum;
+pub use weighted::{WeightedSum, WeightedSumConfig, WeightedTermConfig};
