@@ -2,6 +2,9 @@
 
 use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, finite, invalid};
 
 /// `clamp(reward.total, min, max)`; the parts are the reward's own. Requires `min <= max`.
 pub struct Clip {
@@ -34,6 +37,46 @@ impl std::fmt::Debug for Clip {
             .field("min", &self.min)
             .field("max", &self.max)
             .finish()
+    }
+}
+
+/// A `clip` as written in a config: `{ type = "clip", min = -1.0, max = 1.0, reward = { type =
+/// "outcome" } }`, its reward any `R: BuildReward` (normally
+/// [`RewardConfig`](crate::RewardConfig)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClipConfig<R> {
+    /// The clipped reward.
+    pub reward: Box<R>,
+    /// Lower bound.
+    pub min: f64,
+    /// Upper bound (>= `min`).
+    pub max: f64,
+}
+
+impl<R: BuildReward> BuildReward for ClipConfig<R> {
+    fn build_at(&self, path: &str, context: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        let (min, max) = (self.min, self.max);
+        finite(path, "min", min)?;
+        finite(path, "max", max)?;
+        if min > max {
+            return Err(invalid(format!(
+                "{path}.min ({min}) must not be greater than {path}.max ({max})"
+            )));
+        }
+        Ok(Box::new(Clip {
+            reward: self.reward.build_at(&format!("{path}.reward"), context)?,
+            min,
+            max,
+        }))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        self.reward.part_names()
+    }
+
+    fn needs_judge(&self) -> bool {
+        self.reward.needs_judge()
     }
 }
 

@@ -4,6 +4,8 @@ use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::build::{BuildReward, RewardContext, finite, invalid, non_negative};
+
 /// What [`Efficiency`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -31,7 +33,11 @@ impl EfficiencyMeasure {
 ///
 /// With `only_on_success`, unsolved trajectories get 0.0, so the reward prefers cheaper
 /// solutions without paying the policy for giving up early. Requires `best < worst`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// In a config: `{ type = "efficiency", measure = "turns", best = 1, worst = 5 }`
+/// (`only_on_success` optional, default true).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Efficiency {
     /// What is counted.
     pub measure: EfficiencyMeasure,
@@ -40,7 +46,13 @@ pub struct Efficiency {
     /// Cost at or above which the reward is 0.
     pub worst: f64,
     /// Give 0 to unsolved trajectories.
+    #[serde(default = "only_on_success_by_default")]
     pub only_on_success: bool,
+}
+
+/// Unsolved trajectories get 0 unless the config says otherwise.
+fn only_on_success_by_default() -> bool {
+    true
 }
 
 impl Efficiency {
@@ -56,6 +68,24 @@ impl Efficiency {
         } else {
             (self.worst - used) / (self.worst - self.best)
         }
+    }
+}
+
+impl BuildReward for Efficiency {
+    fn build_at(&self, path: &str, _: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        let (best, worst) = (self.best, self.worst);
+        non_negative(path, "best", best)?;
+        finite(path, "worst", worst)?;
+        if worst <= best {
+            return Err(invalid(format!(
+                "{path}.worst must be greater than {path}.best ({best}), got {worst}"
+            )));
+        }
+        Ok(Box::new(*self))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        vec![Self::NAME]
     }
 }
 

@@ -2,6 +2,9 @@
 
 use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext};
 
 /// Rewards trajectories whose actions the env accepted and that end with an answer.
 ///
@@ -10,8 +13,28 @@ use async_trait::async_trait;
 /// - `1.0` when `v == n > 0` and [`Trajectory::final_answer`] is non-blank;
 /// - `0.5 · v / n` otherwise (so a missing answer or any invalid action caps it at 0.5);
 /// - `0.0` when there are no turns.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// In a config: `{ type = "format" }`, without fields.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "NoFields", into = "NoFields")]
 pub struct FormatReward;
+
+/// The (empty) table of a `format` reward, which rejects every field.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoFields {}
+
+impl From<NoFields> for FormatReward {
+    fn from(_: NoFields) -> Self {
+        FormatReward
+    }
+}
+
+impl From<FormatReward> for NoFields {
+    fn from(_: FormatReward) -> Self {
+        NoFields {}
+    }
+}
 
 impl FormatReward {
     /// Name of the reward's part in breakdowns.
@@ -32,6 +55,16 @@ impl FormatReward {
         } else {
             0.5 * valid as f64 / turns as f64
         }
+    }
+}
+
+impl BuildReward for FormatReward {
+    fn build_at(&self, _: &str, _: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        Ok(Box::new(*self))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        vec![Self::NAME]
     }
 }
 

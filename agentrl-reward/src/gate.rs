@@ -2,6 +2,9 @@
 
 use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, finite, invalid};
 
 /// `reward.total` when `condition.total >= threshold`, else `otherwise`.
 ///
@@ -46,6 +49,61 @@ impl std::fmt::Debug for Gate {
             .field("threshold", &self.threshold)
             .field("otherwise", &self.otherwise)
             .finish()
+    }
+}
+
+/// A `gate` as written in a config: `{ type = "gate", threshold = 1.0, condition = { type =
+/// "format" }, reward = { type = "outcome" } }`, its rewards any `R: BuildReward` (normally
+/// [`RewardConfig`](crate::RewardConfig)). The gated reward must not contain a gate itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateConfig<R> {
+    /// Decides whether the gate is open.
+    pub condition: Box<R>,
+    /// The gated reward.
+    pub reward: Box<R>,
+    /// The gate opens when the condition's total is at least this (default 1, i.e. the
+    /// condition fully met).
+    #[serde(default = "condition_fully_met")]
+    pub threshold: f64,
+    /// Total of a closed gate (default 0).
+    #[serde(default)]
+    pub otherwise: f64,
+}
+
+/// Default gate threshold: the condition must be fully met.
+fn condition_fully_met() -> f64 {
+    1.0
+}
+
+impl<R: BuildReward> BuildReward for GateConfig<R> {
+    fn build_at(&self, path: &str, context: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        finite(path, "threshold", self.threshold)?;
+        finite(path, "otherwise", self.otherwise)?;
+        if self.reward.part_names().contains(&Gate::NAME) {
+            return Err(invalid(format!(
+                "{path}.reward already produces the part `gate` (a gate inside a gate); \
+                 gate the inner reward on a combined condition instead"
+            )));
+        }
+        Ok(Box::new(Gate {
+            condition: self
+                .condition
+                .build_at(&format!("{path}.condition"), context)?,
+            reward: self.reward.build_at(&format!("{path}.reward"), context)?,
+            threshold: self.threshold,
+            otherwise: self.otherwise,
+        }))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        let mut names = self.reward.part_names();
+        names.push(Gate::NAME);
+        names
+    }
+
+    fn needs_judge(&self) -> bool {
+        self.condition.needs_judge() || self.reward.needs_judge()
     }
 }
 

@@ -2,10 +2,16 @@
 
 use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, non_negative};
 
 /// `-(generated - max_generated_tokens) · per_token` when the policy generated more than
 /// `max_generated_tokens` tokens over the episode, else 0.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// In a config: `{ type = "length_penalty", max_generated_tokens = 256, per_token = 0.001 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LengthPenalty {
     /// Generated tokens allowed without penalty.
     pub max_generated_tokens: usize,
@@ -23,6 +29,17 @@ impl LengthPenalty {
             0 => 0.0,
             excess => -(excess as f64) * self.per_token,
         }
+    }
+}
+
+impl BuildReward for LengthPenalty {
+    fn build_at(&self, path: &str, _: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        non_negative(path, "per_token", self.per_token)?;
+        Ok(Box::new(*self))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        vec![Self::NAME]
     }
 }
 

@@ -4,6 +4,8 @@ use agentrl_core::{Result, RewardBreakdown, RewardFn, Role, Trajectory};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::build::{BuildReward, RewardContext, non_negative};
+
 /// What [`Length`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -39,7 +41,10 @@ impl LengthUnit {
 }
 
 /// `-(length - budget) · per_unit` when the episode is longer than `budget`, else 0.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// In a config: `{ type = "length", unit = "chars", budget = 400, per_unit = 0.001 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Length {
     /// What is counted.
     pub unit: LengthUnit,
@@ -59,6 +64,17 @@ impl Length {
             0 => 0.0,
             excess => -(excess as f64) * self.per_unit,
         }
+    }
+}
+
+impl BuildReward for Length {
+    fn build_at(&self, path: &str, _: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        non_negative(path, "per_unit", self.per_unit)?;
+        Ok(Box::new(*self))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        vec![Self::NAME]
     }
 }
 

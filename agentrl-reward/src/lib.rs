@@ -14,19 +14,18 @@
 //! - Models: [`LlmJudge`] over any [`JudgeBackend`], with robust [`parse_score`], a cache, a
 //!   concurrency limit and a time-out with a counted fallback.
 //! - Composers: [`WeightedSum`], [`Gate`], [`Clip`], [`ScaleOffset`], [`RunningNorm`].
+//! - Configs: [`RewardConfig`] is the `[reward]` tree, a tagged enum of each reward's own
+//!   config (the reward itself, or a `…Config` beside it); every one checks its values and
+//!   builds its reward through [`BuildReward`]. [`config`] says how to add a reward.
 //!
 //! Every function reports a breakdown whose parts are keyed by its name, so metrics can show
 //! where reward came from.
 //!
 //! ```
-//! use agentrl_core::{Outcome, Split, Trajectory};
+//! use agentrl_core::{Split, Trajectory};
 //! use agentrl_reward::{FormatReward, OutcomeReward, WeightedSum, apply};
 //!
-//! let mut t = Trajectory {
-//!     env_id: "arith".into(), task_id: "t1".into(), split: Split::Train, group_id: 0,
-//!     messages: vec![], turns: vec![], outcome: Outcome::Completed, success: true,
-//!     score: None, tool_calls: 0, tool_errors: 0, reward: 0.0, reward_parts: Default::default(),
-//! };
+//! let mut t = Trajectory::new("arith", "t1", Split::Train, 0).with_success(true);
 //! let reward = WeightedSum::new(vec![])
 //!     .term(1.0, OutcomeReward::default())
 //!     .term(0.1, FormatReward);
@@ -39,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod apply;
+pub mod build;
 pub mod clip;
 pub mod config;
 pub mod efficiency;
@@ -51,7 +51,6 @@ pub mod length;
 pub mod length_budget;
 pub mod outcome;
 pub mod running_norm;
-pub mod sandboxed;
 pub mod scale_offset;
 pub mod score;
 pub mod tool_format;
@@ -59,21 +58,21 @@ pub mod turn_shaping;
 pub mod weighted;
 
 pub use apply::apply;
-pub use clip::Clip;
-pub use config::{RewardConfig, RewardContext, WeightedTermConfig};
+pub use build::{BuildReward, RewardContext};
+pub use clip::{Clip, ClipConfig};
+pub use config::RewardConfig;
 pub use efficiency::{Efficiency, EfficiencyMeasure};
-pub use execution::{CommandCheck, Execution, ExecutionCheck};
+pub use execution::{CommandCheck, Execution, ExecutionCheck, ExecutionConfig, SandboxCheck};
 pub use format::FormatReward;
-pub use gate::Gate;
+pub use gate::{Gate, GateConfig};
 pub use incomplete::IncompletePunishment;
-pub use judge::{JudgeBackend, JudgeSettings, LlmJudge, ScoreScale, parse_score};
+pub use judge::{JudgeBackend, JudgeSettings, LlmJudge, LlmJudgeConfig, ScoreScale, parse_score};
 pub use length::LengthPenalty;
 pub use length_budget::{Length, LengthUnit};
 pub use outcome::OutcomeReward;
-pub use running_norm::{RunningNorm, RunningStats};
-pub use sandboxed::SandboxCheck;
-pub use scale_offset::ScaleOffset;
+pub use running_norm::{RunningNorm, RunningNormConfig, RunningStats};
+pub use scale_offset::{ScaleOffset, ScaleOffsetConfig};
 pub use score::ScoreReward;
-pub use tool_format::ToolFormat;
+pub use tool_format::{ToolFormat, ToolFormatConfig};
 pub use turn_shaping::TurnShaping;
-pub use weighted::WeightedSum;
+pub use weighted::{WeightedSum, WeightedSumConfig, WeightedTermConfig};

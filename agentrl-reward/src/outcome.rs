@@ -2,9 +2,16 @@
 
 use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, finite};
 
 /// `success` when the env judged the task solved (`trajectory.success`), else `failure`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+///
+/// In a config: `{ type = "outcome", success = 1.0, failure = 0.0 }` (both optional, both
+/// finite).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct OutcomeReward {
     /// Reward of a solved task.
     pub success: f64,
@@ -24,6 +31,18 @@ impl Default for OutcomeReward {
             success: 1.0,
             failure: 0.0,
         }
+    }
+}
+
+impl BuildReward for OutcomeReward {
+    fn build_at(&self, path: &str, _: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        finite(path, "success", self.success)?;
+        finite(path, "failure", self.failure)?;
+        Ok(Box::new(*self))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        vec![Self::NAME]
     }
 }
 

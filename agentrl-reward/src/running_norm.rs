@@ -4,6 +4,9 @@ use std::sync::Mutex;
 
 use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, invalid};
 
 /// Count, mean and sum of squared deviations (Welford), for [`RunningNorm`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -83,6 +86,47 @@ impl std::fmt::Debug for RunningNorm {
             .field("eps", &self.eps)
             .field("stats", &self.stats())
             .finish()
+    }
+}
+
+/// A `running_norm` as written in a config: `{ type = "running_norm", reward = { type =
+/// "outcome" } }`, its reward any `R: BuildReward` (normally
+/// [`RewardConfig`](crate::RewardConfig)). Every build starts with fresh statistics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunningNormConfig<R> {
+    /// The normalised reward.
+    pub reward: Box<R>,
+    /// Added to the standard deviation (> 0, default 1e-6).
+    #[serde(default = "default_eps")]
+    pub eps: f64,
+}
+
+/// The `eps` of a config that gives none.
+fn default_eps() -> f64 {
+    1e-6
+}
+
+impl<R: BuildReward> BuildReward for RunningNormConfig<R> {
+    fn build_at(&self, path: &str, context: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        let eps = self.eps;
+        if !(eps > 0.0 && eps.is_finite()) {
+            return Err(invalid(format!(
+                "{path}.eps must be a positive finite number, got {eps}"
+            )));
+        }
+        Ok(Box::new(RunningNorm::from_boxed(
+            self.reward.build_at(&format!("{path}.reward"), context)?,
+            eps,
+        )))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        self.reward.part_names()
+    }
+
+    fn needs_judge(&self) -> bool {
+        self.reward.needs_judge()
     }
 }
 

@@ -2,6 +2,9 @@
 
 use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, finite};
 
 /// `scale · reward.total + offset`; the parts are the reward's own.
 pub struct ScaleOffset {
@@ -34,6 +37,47 @@ impl std::fmt::Debug for ScaleOffset {
             .field("scale", &self.scale)
             .field("offset", &self.offset)
             .finish()
+    }
+}
+
+/// A `scale_offset` as written in a config: `{ type = "scale_offset", scale = 2.0, offset =
+/// -1.0, reward = { type = "score" } }`, its reward any `R: BuildReward` (normally
+/// [`RewardConfig`](crate::RewardConfig)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleOffsetConfig<R> {
+    /// The transformed reward.
+    pub reward: Box<R>,
+    /// Factor (default 1).
+    #[serde(default = "unscaled")]
+    pub scale: f64,
+    /// Added after scaling (default 0).
+    #[serde(default)]
+    pub offset: f64,
+}
+
+/// The scale of a config that gives none.
+fn unscaled() -> f64 {
+    1.0
+}
+
+impl<R: BuildReward> BuildReward for ScaleOffsetConfig<R> {
+    fn build_at(&self, path: &str, context: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        finite(path, "scale", self.scale)?;
+        finite(path, "offset", self.offset)?;
+        Ok(Box::new(ScaleOffset {
+            reward: self.reward.build_at(&format!("{path}.reward"), context)?,
+            scale: self.scale,
+            offset: self.offset,
+        }))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        self.reward.part_names()
+    }
+
+    fn needs_judge(&self) -> bool {
+        self.reward.needs_judge()
     }
 }
 

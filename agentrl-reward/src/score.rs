@@ -2,14 +2,21 @@
 
 use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, finite};
 
 /// The env's graded score (`trajectory.score`).
 ///
 /// When the env gave no score, `missing` is used; when `missing` is `None`, the outcome stands
 /// in for it (1.0 when solved, 0.0 otherwise). A non-finite score is an error.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+///
+/// In a config: `{ type = "score", missing = 0.0 }` (`missing` optional, finite).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScoreReward {
     /// Value for trajectories without a score (`None`: 1.0 if solved, else 0.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<f64>,
 }
 
@@ -32,6 +39,19 @@ impl ScoreReward {
                 .missing
                 .unwrap_or(if trajectory.success { 1.0 } else { 0.0 })),
         }
+    }
+}
+
+impl BuildReward for ScoreReward {
+    fn build_at(&self, path: &str, _: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        if let Some(missing) = self.missing {
+            finite(path, "missing", missing)?;
+        }
+        Ok(Box::new(*self))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        vec![Self::NAME]
     }
 }
 

@@ -5,6 +5,9 @@ use std::collections::BTreeSet;
 
 use agentrl_core::{Result, RewardBreakdown, RewardFn, Role, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, invalid};
 
 /// The mean of three checks, each in `[0, 1]`:
 ///
@@ -63,6 +66,31 @@ impl ToolFormat {
             .final_answer()
             .is_some_and(|answer| !answer.trim().is_empty());
         (share(parsed) + share(known) + if answered { 1.0 } else { 0.0 }) / 3.0
+    }
+}
+
+/// A `tool_format` reward as written in a config: `{ type = "tool_format", tools =
+/// ["calculator"] }`. Names are trimmed and must not be blank.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFormatConfig {
+    /// Names of the tools that exist (empty: any non-blank name).
+    #[serde(default)]
+    pub tools: Vec<String>,
+}
+
+impl BuildReward for ToolFormatConfig {
+    fn build_at(&self, path: &str, _: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        if let Some(i) = self.tools.iter().position(|t| t.trim().is_empty()) {
+            return Err(invalid(format!("{path}.tools[{i}] is a blank tool name")));
+        }
+        Ok(Box::new(ToolFormat::new(
+            self.tools.iter().map(|t| t.trim()),
+        )))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        vec![ToolFormat::NAME]
     }
 }
 

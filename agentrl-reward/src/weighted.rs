@@ -1,9 +1,13 @@
 //! A weighted sum of reward functions.
 
+use std::collections::BTreeSet;
 use std::collections::btree_map::Entry;
 
 use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::build::{BuildReward, RewardContext, finite, invalid};
 
 /// `total = Σ weight · term.total`; `parts` holds every term's (unweighted) parts under their
 /// own keys, and scoring fails when two terms produce the same key.
@@ -33,6 +37,74 @@ impl std::fmt::Debug for WeightedSum {
         f.debug_list()
             .entries(self.terms.iter().map(|(w, r)| (w, r.name())))
             .finish()
+    }
+}
+
+/// A `weighted_sum` as written in a config: at least one term, whose rewards (any
+/// `R: BuildReward`, normally [`RewardConfig`](crate::RewardConfig)) produce distinct parts.
+///
+/// ```toml
+/// [reward]
+/// type = "weighted_sum"
+/// [[reward.terms]]
+/// weight = 1.0
+/// reward = { type = "outcome" }
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightedSumConfig<R> {
+    /// The weighted terms.
+    pub terms: Vec<WeightedTermConfig<R>>,
+}
+
+/// One term of a `weighted_sum`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightedTermConfig<R> {
+    /// Factor applied to the term's total (finite).
+    pub weight: f64,
+    /// The term.
+    pub reward: R,
+}
+
+impl<R: BuildReward> BuildReward for WeightedSumConfig<R> {
+    /// Checks the weights and that no two terms produce the same part, then builds the terms.
+    fn build_at(&self, path: &str, context: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        if self.terms.is_empty() {
+            return Err(invalid(format!(
+                "{path}.terms must contain at least one term"
+            )));
+        }
+        let mut seen = BTreeSet::new();
+        let mut built = Vec::with_capacity(self.terms.len());
+        for (i, term) in self.terms.iter().enumerate() {
+            let at = format!("{path}.terms[{i}]");
+            finite(&at, "weight", term.weight)?;
+            for part in term.reward.part_names() {
+                if !seen.insert(part) {
+                    return Err(invalid(format!(
+                        "{at}.reward produces the part `{part}` which an earlier term already \
+                         produces; each reward may appear once per weighted_sum"
+                    )));
+                }
+            }
+            built.push((
+                term.weight,
+                term.reward.build_at(&format!("{at}.reward"), context)?,
+            ));
+        }
+        Ok(Box::new(WeightedSum::new(built)))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        self.terms
+            .iter()
+            .flat_map(|t| t.reward.part_names())
+            .collect()
+    }
+
+    fn needs_judge(&self) -> bool {
+        self.terms.iter().any(|t| t.reward.needs_judge())
     }
 }
 

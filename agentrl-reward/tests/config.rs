@@ -3,7 +3,10 @@
 mod common;
 
 use agentrl_core::Error;
-use agentrl_reward::{RewardConfig, WeightedTermConfig};
+use agentrl_reward::{
+    FormatReward, IncompletePunishment, LengthPenalty, OutcomeReward, RewardConfig,
+    WeightedSumConfig, WeightedTermConfig,
+};
 use common::{solved, trajectory, turn};
 use serde::Deserialize;
 
@@ -40,21 +43,21 @@ async fn parses_and_builds_the_example() {
     let cfg = parse(EXAMPLE).unwrap();
     assert_eq!(
         cfg,
-        RewardConfig::WeightedSum {
+        RewardConfig::WeightedSum(WeightedSumConfig {
             terms: vec![
                 WeightedTermConfig {
                     weight: 1.0,
-                    reward: RewardConfig::Outcome {
+                    reward: RewardConfig::Outcome(OutcomeReward {
                         success: 1.0,
                         failure: 0.0
-                    },
+                    }),
                 },
                 WeightedTermConfig {
                     weight: 0.1,
-                    reward: RewardConfig::Format {},
+                    reward: RewardConfig::Format(FormatReward),
                 },
             ]
-        }
+        })
     );
     assert_eq!(cfg.part_names(), ["outcome", "format"]);
     let f = cfg.build().unwrap();
@@ -93,9 +96,15 @@ reward = { type = "length_penalty", max_generated_tokens = 10, per_token = 0.01 
     assert_eq!(b.parts["length_penalty"], -0.2);
 
     let p = parse("[reward]\ntype = \"incomplete_punishment\"\npenalty = -1.0\n").unwrap();
-    assert_eq!(p, RewardConfig::IncompletePunishment { penalty: -1.0 });
+    assert_eq!(
+        p,
+        RewardConfig::IncompletePunishment(IncompletePunishment { penalty: -1.0 })
+    );
     let d = parse("[reward]\ntype = \"incomplete_punishment\"\n").unwrap();
-    assert_eq!(d, RewardConfig::IncompletePunishment { penalty: -0.2 });
+    assert_eq!(
+        d,
+        RewardConfig::IncompletePunishment(IncompletePunishment { penalty: -0.2 })
+    );
 }
 
 #[test]
@@ -142,14 +151,14 @@ fn invalid_values_are_rejected_with_their_path() {
         config_error(&nan),
         "reward.success must be a finite number, got NaN"
     );
-    let positive = RewardConfig::IncompletePunishment { penalty: 0.5 };
+    let positive = RewardConfig::IncompletePunishment(IncompletePunishment { penalty: 0.5 });
     assert!(config_error(&positive).contains("reward.penalty must be <= 0"));
-    let negative = RewardConfig::LengthPenalty {
+    let negative = RewardConfig::LengthPenalty(LengthPenalty {
         max_generated_tokens: 10,
         per_token: -1.0,
-    };
+    });
     assert!(config_error(&negative).contains("reward.per_token must be >= 0"));
-    let empty = RewardConfig::WeightedSum { terms: vec![] };
+    let empty = RewardConfig::WeightedSum(WeightedSumConfig { terms: vec![] });
     assert!(config_error(&empty).contains("at least one term"));
 
     let inf_weight = parse(
@@ -161,20 +170,20 @@ fn invalid_values_are_rejected_with_their_path() {
         "reward.terms[1].weight must be a finite number, got inf"
     );
 
-    let nested = RewardConfig::WeightedSum {
+    let nested = RewardConfig::WeightedSum(WeightedSumConfig {
         terms: vec![WeightedTermConfig {
             weight: 1.0,
-            reward: RewardConfig::WeightedSum {
+            reward: RewardConfig::WeightedSum(WeightedSumConfig {
                 terms: vec![WeightedTermConfig {
                     weight: 1.0,
-                    reward: RewardConfig::Outcome {
+                    reward: RewardConfig::Outcome(OutcomeReward {
                         success: 1.0,
                         failure: f64::NEG_INFINITY,
-                    },
+                    }),
                 }],
-            },
+            }),
         }],
-    };
+    });
     assert!(config_error(&nested).starts_with("reward.terms[0].reward.terms[0].reward.failure"));
 }
 
@@ -191,31 +200,31 @@ fn duplicate_parts_are_rejected_when_building() {
     );
 
     // Nested sums are fine as long as their parts do not overlap.
-    let nested = RewardConfig::WeightedSum {
+    let nested = RewardConfig::WeightedSum(WeightedSumConfig {
         terms: vec![
             WeightedTermConfig {
                 weight: 1.0,
-                reward: RewardConfig::WeightedSum {
+                reward: RewardConfig::WeightedSum(WeightedSumConfig {
                     terms: vec![WeightedTermConfig {
                         weight: 1.0,
-                        reward: RewardConfig::Format {},
+                        reward: RewardConfig::Format(FormatReward),
                     }],
-                },
+                }),
             },
             WeightedTermConfig {
                 weight: 1.0,
-                reward: RewardConfig::WeightedSum {
+                reward: RewardConfig::WeightedSum(WeightedSumConfig {
                     terms: vec![WeightedTermConfig {
                         weight: 1.0,
-                        reward: RewardConfig::Outcome {
+                        reward: RewardConfig::Outcome(OutcomeReward {
                             success: 1.0,
                             failure: 0.0,
-                        },
+                        }),
                     }],
-                },
+                }),
             },
         ],
-    };
+    });
     assert!(nested.build().is_ok());
 }
 

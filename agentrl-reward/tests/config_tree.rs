@@ -4,7 +4,10 @@
 mod common;
 
 use agentrl_core::{Error, Outcome};
-use agentrl_reward::RewardConfig;
+use agentrl_reward::{
+    ExecutionConfig, FormatReward, GateConfig, LlmJudgeConfig, OutcomeReward, RewardConfig,
+    ScoreReward, TurnShaping,
+};
 use common::{solved, trajectory, turn};
 use serde::{Deserialize, Serialize};
 
@@ -122,7 +125,7 @@ fn defaults_are_filled_in() {
     let cfg = parse("[reward]\ntype = \"llm_judge\"\nrubric = \"Grade it.\"\n");
     assert_eq!(
         cfg,
-        RewardConfig::LlmJudge {
+        RewardConfig::LlmJudge(LlmJudgeConfig {
             rubric: "Grade it.".into(),
             scale_min: 0.0,
             scale_max: 10.0,
@@ -131,38 +134,38 @@ fn defaults_are_filled_in() {
             max_concurrency: 4,
             cache_capacity: 10_000,
             max_transcript_chars: 4_000,
-        }
+        })
     );
     assert_eq!(
         parse(
             "[reward]\ntype = \"gate\"\ncondition = { type = \"format\" }\nreward = { type = \"outcome\" }\n"
         ),
-        RewardConfig::Gate {
-            condition: Box::new(RewardConfig::Format {}),
-            reward: Box::new(RewardConfig::Outcome {
+        RewardConfig::Gate(GateConfig {
+            condition: Box::new(RewardConfig::Format(FormatReward)),
+            reward: Box::new(RewardConfig::Outcome(OutcomeReward {
                 success: 1.0,
                 failure: 0.0
-            }),
+            })),
             threshold: 1.0,
             otherwise: 0.0,
-        }
+        })
     );
     assert_eq!(
         parse("[reward]\ntype = \"turn_shaping\"\n"),
-        RewardConfig::TurnShaping { discount: 1.0 }
+        RewardConfig::TurnShaping(TurnShaping { discount: 1.0 })
     );
     assert_eq!(
         parse("[reward]\ntype = \"score\"\n"),
-        RewardConfig::Score { missing: None }
+        RewardConfig::Score(ScoreReward { missing: None })
     );
     assert_eq!(
         parse("[reward]\ntype = \"execution\"\ncommand = [\"true\"]\n"),
-        RewardConfig::Execution {
+        RewardConfig::Execution(ExecutionConfig {
             command: vec!["true".into()],
             timeout_ms: 10_000,
             sandbox: false,
             files: vec![],
-        }
+        })
     );
 }
 
@@ -270,4 +273,47 @@ async fn running_norm_from_config_keeps_one_state_per_build() {
     // A second build starts from scratch.
     let g = cfg.build().unwrap();
     assert_eq!(g.score(&failed).await.unwrap().total, 0.0);
+}
+
+#[test]
+fn every_type_rejects_an_unknown_field_by_name() {
+    for table in [
+        "type = \"outcome\"",
+        "type = \"format\"",
+        "type = \"incomplete_punishment\"",
+        "type = \"length_penalty\"\nmax_generated_tokens = 1\nper_token = 0.1",
+        "type = \"weighted_sum\"\nterms = [{ weight = 1.0, reward = { type = \"outcome\" } }]",
+        "type = \"score\"",
+        "type = \"efficiency\"\nmeasure = \"turns\"\nbest = 1\nworst = 2",
+        "type = \"tool_format\"",
+        "type = \"length\"\nunit = \"chars\"\nbudget = 1\nper_unit = 0.1",
+        "type = \"execution\"\ncommand = [\"true\"]",
+        "type = \"llm_judge\"\nrubric = \"x\"",
+        "type = \"gate\"\ncondition = { type = \"format\" }\nreward = { type = \"outcome\" }",
+        "type = \"clip\"\nmin = 0\nmax = 1\nreward = { type = \"outcome\" }",
+        "type = \"scale_offset\"\nreward = { type = \"outcome\" }",
+        "type = \"turn_shaping\"",
+        "type = \"running_norm\"\nreward = { type = \"outcome\" }",
+    ] {
+        let good = format!("[reward]\n{table}\n");
+        let cfg = parse(&good);
+        let json = serde_json::to_string(&cfg).unwrap();
+        assert_eq!(serde_json::from_str::<RewardConfig>(&json).unwrap(), cfg);
+        let bad = format!("[reward]\n{table}\nbogus_field = 1\n");
+        let message = match toml::from_str::<File>(&bad) {
+            Ok(_) => panic!("accepted an unknown field:\n{bad}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(message.contains("bogus_field"), "{message}");
+    }
+    let stray_term = "[reward]\ntype = \"weighted_sum\"\nterms = [{ weight = 1.0, bogus_field = 1, reward = { type = \"outcome\" } }]\n";
+    let message = toml::from_str::<File>(stray_term)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("bogus_field"), "{message}");
+    assert_eq!(
+        serde_json::to_string(&parse("[reward]\ntype = \"format\"\n")).unwrap(),
+        r#"{"type":"format"}"#
+    );
 }

@@ -93,15 +93,14 @@ async fn efficiency_prefers_cheaper_successes() {
 }
 
 fn with_calls(calls: Vec<ToolCall>, answer: Option<&str>) -> Trajectory {
-    let mut t = trajectory(vec![turn(3, false)], None, Outcome::Completed, true);
-    t.messages = vec![
+    let mut messages = vec![
         Message::user("What is 1+1?"),
         Message::assistant_tool_calls(None, calls),
     ];
     if let Some(a) = answer {
-        t.messages.push(Message::assistant(a));
+        messages.push(Message::assistant(a));
     }
-    t
+    trajectory(vec![turn(3, false)], None, Outcome::Completed, true).with_messages(messages)
 }
 
 #[tokio::test]

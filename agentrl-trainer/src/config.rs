@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use agentrl_core::{Error, Result, SamplingParams};
 use agentrl_policy::GptConfig;
 use agentrl_policy::llama::{Dtype, LoraConfig};
-use agentrl_reward::RewardConfig;
+use agentrl_reward::{OutcomeReward, RewardConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::advantage::AdvantageEstimator;
@@ -55,10 +55,10 @@ fn default_threads() -> i32 {
 }
 
 fn default_reward() -> RewardConfig {
-    RewardConfig::Outcome {
+    RewardConfig::Outcome(OutcomeReward {
         success: 1.0,
         failure: 0.0,
-    }
+    })
 }
 
 /// Which env(s) to train on: one env (`id`, in process or on `server`) or a weighted

@@ -194,10 +194,10 @@ async fn ppo_with_a_critic_trains_one_rollout_per_task_and_resumes_its_critic() 
     config.rl.group_size = 1;
     config.rl.tasks_per_step = 4;
     // A failure costs 1, so returns are never all zero, even if nothing succeeds yet.
-    config.reward = agentrl_reward::RewardConfig::Outcome {
+    config.reward = agentrl_reward::RewardConfig::Outcome(agentrl_reward::OutcomeReward {
         success: 1.0,
         failure: -1.0,
-    };
+    });
     let run = Run::new(config.clone(), dir.path()).unwrap();
     let demos = run.write_demonstrations().await.unwrap();
     let learner = run.sft(&demos).unwrap();

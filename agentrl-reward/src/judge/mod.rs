@@ -6,6 +6,7 @@
 //! the calls in flight, and falls back to a configured value on nonsense, errors and
 //! time-outs, counting every fallback.
 
+pub mod backend;
 pub mod parse;
 pub mod prompt;
 
@@ -17,17 +18,14 @@ use std::time::Duration;
 
 use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory, stable_hash};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
+use crate::build::{BuildReward, RewardContext, finite, invalid, positive_ms};
+
+pub use backend::JudgeBackend;
 pub use parse::{ScoreScale, parse_score};
 pub use prompt::{judge_prompt, transcript};
-
-/// A model that answers a prompt with text: a local policy, a served LLM, an HTTP endpoint.
-#[async_trait]
-pub trait JudgeBackend: Send + Sync {
-    /// The model's answer to `prompt`.
-    async fn complete(&self, prompt: &str) -> Result<String>;
-}
 
 /// How an [`LlmJudge`] asks, reads and falls back.
 #[derive(Debug, Clone, PartialEq)]
@@ -234,5 +232,123 @@ impl RewardFn for LlmJudge {
             f64::from(u8::from(fell_back)),
         );
         Ok(out)
+    }
+}
+
+/// An `llm_judge` as written in a config: `{ type = "llm_judge", rubric = "Grade it." }`, the
+/// rest optional. Building it needs a judge backend in the [`RewardContext`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmJudgeConfig {
+    /// What to grade and how.
+    pub rubric: String,
+    /// Worst grade the judge is asked for (default 0).
+    #[serde(default)]
+    pub scale_min: f64,
+    /// Best grade the judge is asked for (default 10).
+    #[serde(default = "default_scale_max")]
+    pub scale_max: f64,
+    /// Score in `[0, 1]` for answers without a usable grade, errors and time-outs (default 0).
+    #[serde(default)]
+    pub fallback: f64,
+    /// Time limit of one judge call in milliseconds (default 30 000).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Judge calls in flight at once (default 4).
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: usize,
+    /// Verdicts cached by prompt (default 10 000; 0 disables the cache).
+    #[serde(default = "default_cache_capacity")]
+    pub cache_capacity: usize,
+    /// Characters of the conversation shown to the judge, from its end (default 4 000).
+    #[serde(default = "default_max_transcript_chars")]
+    pub max_transcript_chars: usize,
+}
+
+/// Best grade when the config gives none.
+fn default_scale_max() -> f64 {
+    10.0
+}
+
+/// Time limit of one judge call when the config gives none: 30 s.
+fn default_timeout_ms() -> u64 {
+    30_000
+}
+
+/// Judge calls in flight when the config gives no number.
+fn default_max_concurrency() -> usize {
+    4
+}
+
+/// Verdicts cached when the config gives no number.
+fn default_cache_capacity() -> usize {
+    10_000
+}
+
+/// Characters of conversation shown when the config gives no number.
+fn default_max_transcript_chars() -> usize {
+    4_000
+}
+
+impl BuildReward for LlmJudgeConfig {
+    fn build_at(&self, path: &str, context: &RewardContext) -> Result<Box<dyn RewardFn>> {
+        let (scale_min, scale_max, fallback) = (self.scale_min, self.scale_max, self.fallback);
+        if self.rubric.trim().is_empty() {
+            return Err(invalid(format!(
+                "{path}.rubric is blank; say what the judge should grade"
+            )));
+        }
+        finite(path, "scale_min", scale_min)?;
+        finite(path, "scale_max", scale_max)?;
+        if scale_max <= scale_min {
+            return Err(invalid(format!(
+                "{path}.scale_max must be greater than {path}.scale_min ({scale_min}), got {scale_max}"
+            )));
+        }
+        if !(0.0..=1.0).contains(&fallback) {
+            return Err(invalid(format!(
+                "{path}.fallback must be in [0, 1] (it stands in for a normalised grade), got {fallback}"
+            )));
+        }
+        positive_ms(path, "timeout_ms", self.timeout_ms)?;
+        let max_concurrency = self.max_concurrency;
+        if max_concurrency == 0 || max_concurrency > Semaphore::MAX_PERMITS {
+            return Err(invalid(format!(
+                "{path}.max_concurrency must be at least 1, got {max_concurrency}"
+            )));
+        }
+        if self.max_transcript_chars == 0 {
+            return Err(invalid(format!(
+                "{path}.max_transcript_chars must be at least 1"
+            )));
+        }
+        let Some(backend) = context.judge.clone() else {
+            return Err(invalid(format!(
+                "{path} is an llm_judge but no judge backend was given: build the reward with \
+                 RewardConfig::build_with and a RewardContext holding one (with the agentrl CLI, \
+                 pass --judge-checkpoint to `agentrl reward`)"
+            )));
+        };
+        let settings = JudgeSettings {
+            rubric: self.rubric.clone(),
+            scale: ScoreScale {
+                min: scale_min,
+                max: scale_max,
+            },
+            fallback,
+            timeout: Duration::from_millis(self.timeout_ms),
+            max_concurrency,
+            cache_capacity: self.cache_capacity,
+            max_transcript_chars: self.max_transcript_chars,
+        };
+        Ok(Box::new(LlmJudge::new(backend, settings)))
+    }
+
+    fn part_names(&self) -> Vec<&'static str> {
+        vec![LlmJudge::NAME, LlmJudge::FALLBACK_PART]
+    }
+
+    fn needs_judge(&self) -> bool {
+        true
     }
 }

@@ -39,21 +39,12 @@ pub fn trajectory(
     if let Some(answer) = answer {
         messages.push(Message::assistant(answer));
     }
-    Trajectory {
-        env_id: "arith".into(),
-        task_id: "t1".into(),
-        split: Split::Train,
-        group_id: 0,
-        messages,
-        turns,
-        outcome,
-        success,
-        score: None,
-        tool_calls: 1,
-        tool_errors: 0,
-        reward: 0.0,
-        reward_parts: Default::default(),
-    }
+    Trajectory::new("arith", "t1", Split::Train, 0)
+        .with_messages(messages)
+        .with_turns(turns)
+        .with_outcome(outcome)
+        .with_success(success)
+        .with_tool_calls(1, 0)
 }
 
 /// A solved, completed two-turn trajectory with a final answer.

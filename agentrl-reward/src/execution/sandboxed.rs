@@ -9,7 +9,7 @@ use agentrl_core::{Error, Result, Trajectory};
 use agentrl_tools::sandbox::{Sandbox, SandboxConfig};
 use async_trait::async_trait;
 
-use crate::execution::{Execution, ExecutionCheck};
+use super::check::{ExecutionCheck, check_failed};
 
 /// Name of the file that holds the final answer in the checker's workspace.
 pub const ANSWER_FILE: &str = "answer.txt";
@@ -39,10 +39,7 @@ impl SandboxCheck {
     }
 
     fn error(&self, message: String) -> Error {
-        Error::Reward {
-            name: Execution::NAME.to_string(),
-            message: format!("{}: {message}", self.describe()),
-        }
+        check_failed(self, message)
     }
 
     /// A fresh workspace with the answer and the checker's files (file system work, so it

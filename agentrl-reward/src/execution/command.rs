@@ -1,77 +1,14 @@
-//! Reward decided by running something: a command, a test suite, later the sandbox.
-//!
-//! [`Execution`] asks an [`ExecutionCheck`] for the pass share of a trajectory. The one
-//! implementation here, [`CommandCheck`], runs a local command with the final answer on its
-//! standard input. The bubblewrap sandbox will plug in here as another [`ExecutionCheck`].
+//! [`CommandCheck`]: an [`ExecutionCheck`] that runs a local command on the final answer.
 
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
-use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
+use agentrl_core::{Error, Result, Trajectory};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-/// Runs a trajectory's result somewhere and reports how much of it passed.
-#[async_trait]
-pub trait ExecutionCheck: Send + Sync {
-    /// Short description for error messages (e.g. the command line).
-    fn describe(&self) -> String;
-
-    /// The pass share of `trajectory` in `[0, 1]` (1 = everything passed). `Err` is for the
-    /// checker itself failing (e.g. the program cannot be started), not for a failing answer.
-    async fn check(&self, trajectory: &Trajectory) -> Result<f64>;
-}
-
-/// The pass share reported by its [`ExecutionCheck`]; a share outside `[0, 1]` is an error.
-#[derive(Clone)]
-pub struct Execution {
-    /// The checker.
-    pub check: Arc<dyn ExecutionCheck>,
-}
-
-impl Execution {
-    /// Name of the reward's part in breakdowns.
-    pub const NAME: &'static str = "execution";
-
-    /// A reward over `check`.
-    pub fn new(check: impl ExecutionCheck + 'static) -> Self {
-        Execution {
-            check: Arc::new(check),
-        }
-    }
-}
-
-impl std::fmt::Debug for Execution {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Execution")
-            .field("check", &self.check.describe())
-            .finish()
-    }
-}
-
-#[async_trait]
-impl RewardFn for Execution {
-    fn name(&self) -> &str {
-        Self::NAME
-    }
-
-    async fn score(&self, trajectory: &Trajectory) -> Result<RewardBreakdown> {
-        let share = self.check.check(trajectory).await?;
-        if !(0.0..=1.0).contains(&share) {
-            return Err(Error::Reward {
-                name: Self::NAME.to_string(),
-                message: format!(
-                    "{} reported a pass share of {share} for task `{}`; it must be in [0, 1]",
-                    self.check.describe(),
-                    trajectory.task_id
-                ),
-            });
-        }
-        Ok(RewardBreakdown::single(Self::NAME, share))
-    }
-}
+use super::check::{ExecutionCheck, check_failed};
 
 /// Runs `program args...` as a subprocess with the trajectory's final answer on stdin; exit
 /// status 0 passes (1.0), anything else fails (0.0).
@@ -101,10 +38,7 @@ impl CommandCheck {
     }
 
     fn error(&self, message: String) -> Error {
-        Error::Reward {
-            name: Execution::NAME.to_string(),
-            message: format!("{}: {message}", self.describe()),
-        }
+        check_failed(self, message)
     }
 
     async fn run(&self, answer: &str, trajectory: &Trajectory) -> Result<bool> {
