@@ -1,6 +1,9 @@
-//! `cargo xtask`: project automation for AgentRL (libtorch setup, tests, the demo, benchmarks).
+//! `cargo xtask`: project automation for AgentRL (libtorch setup, tests, the demo, benchmarks,
+//! the feature-combination check).
 
+mod features;
 mod libtorch;
+mod manifest;
 mod parity;
 
 use std::env;
@@ -21,6 +24,10 @@ commands:
                         layout when `nvidia-smi -L` finds a GPU); a re-run is instant
   test [args...]        setup, check that core/env/tools/reward do not depend on tch, then
                         `cargo test --workspace [args...]`
+  features [PKG...]     `cargo check` each library crate with --no-default-features and with
+                        each feature of its [features] table alone (agentrl-trainer: defaults
+                        only), failing on errors and warnings; prints each combination's number
+                        of crates in `cargo tree`; PKG limits it to the named packages
   demo                  setup, build the `agentrl` binary (release) and run
                         `agentrl demo --config configs/demo.toml --run-dir runs/demo`
   bench [args...]       setup, then `cargo bench --workspace [args...]`
@@ -77,6 +84,7 @@ fn main() -> ExitCode {
         Some("demo") => cmd_demo(&rest),
         Some("bench") => cmd_bench(&rest),
         Some("parity") => cmd_parity(&rest),
+        Some("features") => cmd_features(&rest),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -227,6 +235,11 @@ fn cmd_parity(args: &[OsString]) -> Result<()> {
     section("parity: logits against transformers");
     let mut cmd = parity::parity_tests(&root, &python, cargo(&root, libtorch.as_deref()));
     run("the parity tests", &mut cmd)
+}
+
+/// `cargo xtask features [PACKAGE...]`: the feature-combination check.
+fn cmd_features(args: &[OsString]) -> Result<()> {
+    features::check(&repo_root()?, args)
 }
 
 /// Runs setup unless the user exported their own LIBTORCH; returns a LIBTORCH to set for cargo
