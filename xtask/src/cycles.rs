@@ -1,15 +1,20 @@
 //! `cargo xtask cycles`: import circles between the source files of each workspace crate.
 //!
-//! Every file of a crate's module tree (`src/`, from `lib.rs`, `main.rs` and `src/bin/`; tests,
-//! benches and examples are not looked at) is a node. A file has an edge to another when it
-//! refers to something the other defines: in a `use` declaration or in a path in its code
-//! (`crate::a::b::f()`, `super::x::Y`, `self::x`), following facade re-exports (`pub use
-//! child::Item`) to the file that defines the item. A module's references to its own
-//! descendants are no edges (a parent is made of its children: `mod child; pub use
-//! child::Item;`), and nothing under `#[cfg(test)]` counts. Each strongly connected component
-//! of more than one file is a circle: the check prints its files and one reference per edge
-//! (file:line), and fails.
+//! The module tree of each crate is read from its `mod` declarations (`src/`, from `lib.rs`,
+//! `main.rs` and `src/bin/`; tests, benches and examples are not looked at). Every `use`
+//! declaration and every path in code (`crate::a::b::f()`, `super::x::Y`, `self::x`) is resolved
+//! to the module that defines what it names, following facade re-exports (`pub use
+//! child::Item`) to the defining file. Nothing under `#[cfg(test)]` counts.
+//!
+//! Circles are looked for between sibling modules, at every level of the tree: at the level of
+//! a module, each of its children together with everything below it is one node, and a
+//! reference from one child's subtree into another's is an edge. So `registry.rs` importing
+//! `arith_calc.rs` while `arith_calc/solvers.rs` imports `registry.rs` is a circle, while a
+//! parent and its own children (`mod child; pub use child::Item;` with `super::Shared` in the
+//! child) are one unit and never are. Each strongly connected component is reported with its
+//! modules and one reference (file:line) per edge, and the check fails.
 
+mod levels;
 mod lex;
 mod resolve;
 mod scan;
@@ -21,17 +26,8 @@ use std::path::Path;
 use crate::manifest::workspace_members;
 use crate::{Failure, Result, section};
 
-use self::resolve::{Reference, file_edges};
+use self::levels::package_circles;
 use self::tree::Package;
-
-/// One import circle: its files and the edges between them.
-#[derive(Debug)]
-pub struct Circle {
-    /// The files, relative to the workspace root, sorted.
-    pub files: Vec<String>,
-    /// Each edge inside the circle: `(from, to, first reference in from)`.
-    pub edges: Vec<(String, String, Reference)>,
-}
 
 /// `cargo xtask cycles`: checks every workspace member; fails when a circle is found.
 pub fn check(root: &Path) -> Result<()> {
@@ -60,15 +56,15 @@ pub fn check(root: &Path) -> Result<()> {
         return Ok(());
     }
     for (name, circle) in &found {
-        println!("\ncircle in {name} ({} files):", circle.files.len());
-        for file in &circle.files {
-            println!("    {file}");
+        println!("\ncircle in {name} ({} modules):", circle.members.len());
+        for member in &circle.members {
+            println!("    {member}");
         }
         println!("  edges (one reference each):");
-        for (from, to, reference) in &circle.edges {
+        for example in &circle.edges {
             println!(
-                "    {from}:{} -> {to}   ({})",
-                reference.line, reference.text
+                "    {}:{} -> {}   ({})",
+                example.file, example.line, example.target, example.text
             );
         }
     }
@@ -78,33 +74,10 @@ pub fn check(root: &Path) -> Result<()> {
         found.len(),
         found
             .iter()
-            .map(|(name, c)| format!("{name}: {} files", c.files.len()))
+            .map(|(name, c)| format!("{name}: {} modules", c.members.len()))
             .collect::<Vec<_>>()
             .join(", ")
     )))
-}
-
-/// The import circles of one package.
-pub fn package_circles(package: &Package) -> Vec<Circle> {
-    let edges = file_edges(package);
-    let name = |file: usize| package.files[file].display().to_string();
-    scc::circles(package.files.len(), edges.keys().copied())
-        .into_iter()
-        .map(|members| {
-            let mut files: Vec<String> = members.iter().map(|&f| name(f)).collect();
-            files.sort();
-            let mut inside: Vec<(String, String, Reference)> = edges
-                .iter()
-                .filter(|((from, to), _)| members.contains(from) && members.contains(to))
-                .map(|(&(from, to), reference)| (name(from), name(to), reference.clone()))
-                .collect();
-            inside.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-            Circle {
-                files,
-                edges: inside,
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

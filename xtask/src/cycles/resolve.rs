@@ -1,18 +1,12 @@
-//! From references to file edges: each `use` path and code path of a module is resolved to the
-//! module that defines what it names and becomes an edge between their files.
+//! From paths to references between files: each `use` path and code path of a module is
+//! resolved to the module that defines what it names.
 //!
 //! Re-exports are followed where they are a facade: `crate::Item` with `pub use a::b::Item` (or
-//! `pub use a::{B, C}`, `pub use a::b::*`) in the crate root resolves to the file of `a::b`,
+//! `pub use a::{B, C}`, `pub use a::b::*`) in the crate root resolves to the module `a::b`,
 //! through as many levels as it takes. A module that re-exports something from outside itself
 //! (`pub use crate::device::default_device` in `run.rs`) is itself what a path through it
-//! depends on.
-//!
-//! A module's references to its own descendants are no edges: a parent is made of its children
-//! (`mod child; pub use child::Item;`, and code calling `child::f()`), or every `mod.rs` would
-//! form a circle with children that use `super::Shared`. Paths that leave the crate (`std::`,
-//! `serde::`, a root re-export of `agentrl_core::Error`) are no edges either.
-
-use std::collections::BTreeMap;
+//! depends on. Paths that leave the crate (`std::`, `serde::`, a root re-export of
+//! `agentrl_core::Error`) resolve to nothing.
 
 use super::tree::Package;
 
@@ -39,55 +33,51 @@ enum Lookup {
 /// How many `use` hops one lookup may follow (guards against re-export loops).
 const MAX_HOPS: u32 = 32;
 
-/// Where an edge between two files comes from: the first reference found.
+/// A reference from one module to a module of another file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
-    /// The line of the reference in the edge's source file.
+    /// The module the reference is written in.
+    pub from: usize,
+    /// The module that defines what it names.
+    pub to: usize,
+    /// Its line in the file of `from`.
     pub line: u32,
     /// The path as written (`crate::registry::EnvFactory`).
     pub text: String,
 }
 
-/// The file edges of a package: `(from file, to file)` → the first reference.
-pub type Edges = BTreeMap<(usize, usize), Reference>;
-
-/// Resolves every reference of every module of `package` into file edges.
-pub fn file_edges(package: &Package) -> Edges {
-    let mut edges = Edges::new();
-    for (index, module) in package.modules.iter().enumerate() {
-        let from = module.file;
-        let mut add = |target: Target, line: u32, text: String| {
-            let to = package.modules[target.module].file;
-            if to == from || package.is_within(target.module, index) {
-                return;
+/// Every reference of every module of `package` that leads to another file, resolved.
+pub fn references(package: &Package) -> Vec<Reference> {
+    let mut found = Vec::new();
+    for (from, module) in package.modules.iter().enumerate() {
+        let mut add = |target: Option<Target>, line: u32, text: String| {
+            if let Some(target) = target
+                && package.modules[target.module].file != module.file
+            {
+                found.push(Reference {
+                    from,
+                    to: target.module,
+                    line,
+                    text,
+                });
             }
-            let reference = Reference { line, text };
-            edges
-                .entry((from, to))
-                .and_modify(|r| {
-                    if reference.line < r.line {
-                        *r = reference.clone();
-                    }
-                })
-                .or_insert(reference);
         };
         for item in &module.scan.uses {
-            let Some(target) = resolve(package, index, &item.path) else {
-                continue;
-            };
             let mut text = item.path.join("::");
             if item.glob {
                 text.push_str("::*");
             }
-            add(target, item.line, text);
+            add(resolve(package, from, &item.path), item.line, text);
         }
         for path in &module.scan.paths {
-            if let Some(target) = resolve(package, index, &path.segments) {
-                add(target, path.line, path.segments.join("::"));
-            }
+            add(
+                resolve(package, from, &path.segments),
+                path.line,
+                path.segments.join("::"),
+            );
         }
     }
-    edges
+    found
 }
 
 /// What `path`, written in module `from`, names in this package; `None` if it leaves it.

@@ -3,9 +3,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use super::levels::{Circle, package_circles};
 use super::resolve::resolve;
 use super::tree::Package;
-use super::{Circle, package_circles};
 
 /// A temporary folder holding one package, removed on drop.
 struct TempPackage {
@@ -45,16 +45,16 @@ impl TempPackage {
         Package::load(&self.dir, &self.dir).unwrap()
     }
 
-    /// Its circles as `(files, edges as "from:line -> to")`.
+    /// Its circles as `(members, edges as "file:line -> target")`.
     fn circles(&self) -> Vec<(Vec<String>, Vec<String>)> {
         package_circles(&self.load())
             .into_iter()
-            .map(|Circle { files, edges }| {
+            .map(|Circle { members, edges }| {
                 let edges = edges
                     .into_iter()
-                    .map(|(from, to, r)| format!("{from}:{} -> {to}", r.line))
+                    .map(|e| format!("{}:{} -> {}", e.file, e.line, e.target))
                     .collect();
-                (files, edges)
+                (members, edges)
             })
             .collect()
     }
@@ -199,6 +199,56 @@ fn a_parent_using_its_children_is_no_circle() {
         ],
     );
     assert!(package.circles().is_empty());
+}
+
+#[test]
+fn a_circle_through_a_child_is_a_circle_with_its_parent_and_nested_levels_count() {
+    let package = TempPackage::new(
+        "family_circle",
+        &[
+            ("src/lib.rs", "mod arith;\nmod registry;\nmod sheet;\n"),
+            (
+                "src/registry.rs",
+                "use crate::arith::Arith;\npub trait Solver {}\n",
+            ),
+            (
+                "src/arith.rs",
+                "mod solver;\npub struct Arith(solver::Demo);\n",
+            ),
+            (
+                "src/arith/solver.rs",
+                "pub struct Demo;\nimpl crate::registry::Solver for Demo {}\n",
+            ),
+            ("src/sheet.rs", "mod table;\nmod workbook;\n"),
+            (
+                "src/sheet/table.rs",
+                "pub struct Row;\nfn f() { super::workbook::open() }\n",
+            ),
+            (
+                "src/sheet/workbook.rs",
+                "use super::table::Row;\npub fn open() {}\n",
+            ),
+        ],
+    );
+    assert_eq!(
+        package.circles(),
+        [
+            (
+                strings(&["src/arith.rs (+1 file below)", "src/registry.rs"]),
+                strings(&[
+                    "src/arith/solver.rs:2 -> src/registry.rs",
+                    "src/registry.rs:1 -> src/arith.rs"
+                ])
+            ),
+            (
+                strings(&["src/sheet/table.rs", "src/sheet/workbook.rs"]),
+                strings(&[
+                    "src/sheet/table.rs:2 -> src/sheet/workbook.rs",
+                    "src/sheet/workbook.rs:1 -> src/sheet/table.rs"
+                ])
+            )
+        ]
+    );
 }
 
 #[test]
