@@ -143,10 +143,10 @@ pub fn check(root: &Path, args: &[OsString]) -> Result<()> {
         }
     }
     if failed.is_empty() {
-        println!(
-            "all {} combinations build without warnings",
-            combinations.len()
-        );
+        match combinations.len() {
+            1 => println!("the combination builds without warnings"),
+            n => println!("all {n} combinations build without warnings"),
+        }
         Ok(())
     } else {
         Err(Failure::new(format!(
