@@ -1,6 +1,10 @@
-//! `cargo xtask`: project automation for AgentRL (libtorch setup, tests, the demo, benchmarks).
+//! `cargo xtask`: project automation for AgentRL (libtorch setup, tests, the demo, benchmarks,
+//! the feature-combination and import-circle checks).
 
+mod cycles;
+mod features;
 mod libtorch;
+mod manifest;
 mod parity;
 
 use std::env;
@@ -19,8 +23,13 @@ usage: cargo xtask <command> [args...]
 commands:
   setup [--cpu|--cuda]  provision libtorch 2.13.0 into .libtorch/ (CPU layout, or the CUDA
                         layout when `nvidia-smi -L` finds a GPU); a re-run is instant
-  test [args...]        setup, check that core/env/tools/reward do not depend on tch, then
-                        `cargo test --workspace [args...]`
+  test [args...]        setup, check that core/env/tools/reward do not depend on tch, the
+                        import-circle check (`cycles`), then `cargo test --workspace [args...]`
+  features [PKG...]     `cargo check` each library crate with --no-default-features and with
+                        each feature of its [features] table alone (agentrl-trainer: defaults
+                        only), failing on errors and warnings; prints each combination's number
+                        of crates in `cargo tree`; PKG limits it to the named packages
+  cycles                fail on import circles between the source files of a crate
   demo                  setup, build the `agentrl` binary (release) and run
                         `agentrl demo --config configs/demo.toml --run-dir runs/demo`
   bench [args...]       setup, then `cargo bench --workspace [args...]`
@@ -77,6 +86,8 @@ fn main() -> ExitCode {
         Some("demo") => cmd_demo(&rest),
         Some("bench") => cmd_bench(&rest),
         Some("parity") => cmd_parity(&rest),
+        Some("features") => cmd_features(&rest),
+        Some("cycles") => cmd_cycles(&rest),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -139,12 +150,14 @@ fn cmd_setup(args: &[OsString]) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask test`: setup, the tch-free dependency check, then the workspace tests.
+/// `cargo xtask test`: setup, the tch-free dependency check, the import-circle check, then the
+/// workspace tests.
 fn cmd_test(args: &[OsString]) -> Result<()> {
     let root = repo_root()?;
     let libtorch = prepare_libtorch(&root)?;
     section("check: core/env/tools/reward do not depend on tch");
     check_tch_free(&root)?;
+    cycles::check(&root)?;
     section("cargo test --workspace");
     let mut cmd = cargo(&root, libtorch.as_deref());
     cmd.args(["test", "--workspace"]).args(args);
@@ -227,6 +240,21 @@ fn cmd_parity(args: &[OsString]) -> Result<()> {
     section("parity: logits against transformers");
     let mut cmd = parity::parity_tests(&root, &python, cargo(&root, libtorch.as_deref()));
     run("the parity tests", &mut cmd)
+}
+
+/// `cargo xtask features [PACKAGE...]`: the feature-combination check.
+fn cmd_features(args: &[OsString]) -> Result<()> {
+    features::check(&repo_root()?, args)
+}
+
+/// `cargo xtask cycles`: the import-circle check alone.
+fn cmd_cycles(args: &[OsString]) -> Result<()> {
+    if !args.is_empty() {
+        return Err(Failure::new(
+            "cycles takes no arguments; it checks every workspace member",
+        ));
+    }
+    cycles::check(&repo_root()?)
 }
 
 /// Runs setup unless the user exported their own LIBTORCH; returns a LIBTORCH to set for cargo
