@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agentrl_core::{Error, Result, RewardFn};
 
-use crate::judge::backend::JudgeBackend;
+use crate::judge_backend::JudgeBackend;
 
 /// A reward as written in a config file: checks its values and builds the reward function.
 ///

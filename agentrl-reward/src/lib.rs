@@ -47,6 +47,7 @@ pub mod format;
 pub mod gate;
 pub mod incomplete;
 pub mod judge;
+pub mod judge_backend;
 pub mod length;
 pub mod length_budget;
 pub mod outcome;

@@ -6,7 +6,6 @@
 //! the calls in flight, and falls back to a configured value on nonsense, errors and
 //! time-outs, counting every fallback.
 
-pub mod backend;
 pub mod parse;
 pub mod prompt;
 
@@ -23,7 +22,7 @@ use tokio::sync::Semaphore;
 
 use crate::build::{BuildReward, RewardContext, finite, invalid, positive_ms};
 
-pub use backend::JudgeBackend;
+pub use crate::judge_backend::JudgeBackend;
 pub use parse::{ScoreScale, parse_score};
 pub use prompt::{judge_prompt, transcript};
 

@@ -1,4 +1,5 @@
-//! [`JudgeBackend`]: the model an [`LlmJudge`](super::LlmJudge) asks, text in, text out.
+//! [`JudgeBackend`]: the model an [`LlmJudge`](crate::LlmJudge) asks, text in, text out. It sits
+//! beside `judge` (not inside it) because building rewards needs it too.
 
 use agentrl_core::Result;
 use async_trait::async_trait;
