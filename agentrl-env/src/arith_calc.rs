@@ -11,7 +11,7 @@ pub use env::ArithCalcEnv;
 pub use problem::{ArithProblem, Expression, Op, split_of};
 pub use solvers::{ArithDemonstrator, ArithExpert};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.
@@ -42,6 +42,10 @@ impl ArithCalc {
 impl EnvFactory for ArithCalc {
     fn id(&self) -> &str {
         ARITH_CALC_ID
+    }
+
+    fn description(&self) -> &str {
+        "compute a short integer expression with a calculator tool"
     }
 
     fn task(&self, split: Split, index: u64) -> Task {

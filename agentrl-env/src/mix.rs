@@ -8,7 +8,7 @@ use std::sync::Arc;
 use agentrl_core::{Env, Error, Message, Observation, Result, SeededRng, Split, Step, Task};
 use async_trait::async_trait;
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 
 /// A weighted mixture of env factories with distinct ids.
 #[derive(Clone)]

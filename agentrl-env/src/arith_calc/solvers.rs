@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::problem::ArithProblem;
 use crate::answer;
-use crate::registry::Solver;
+use crate::factory::Solver;
 
 /// Id of the one calculator call the scripted agents make.
 const CALL_ID: &str = "call_0";

@@ -18,7 +18,8 @@ use super::{
     CancelResponse, ErrorBody, InteractRequest, InteractResponse, SESSION_HEADER, SessionInfo,
     StartSampleRequest, StartSampleResponse, WorkerInfo, indices_route,
 };
-use crate::registry::{EnvFactory, Solver, lookup};
+use crate::factory::{EnvFactory, Solver};
+use crate::registry::lookup;
 
 /// Client settings.
 #[derive(Debug, Clone, PartialEq)]
