@@ -3,8 +3,10 @@
 //! Environments for training LLM agents with RL: each env comes as an [`EnvFactory`] that
 //! makes deterministic train/test [`Task`](agentrl_core::Task)s, fresh sessions implementing
 //! [`Env`](agentrl_core::Env) (already wrapped in a [`TurnLimit`]) and a correct reference
-//! [`Solver`]. Factories are found by id with [`lookup`]; [`run_solver_episode`] plays a
-//! scripted agent through an episode, e.g. to check an env or record demonstrations.
+//! [`Solver`]. Factories are found by id with [`lookup`] (the built-in envs, plus any env
+//! another crate adds with [`register`]; a [`Registry`] is such a table as a value);
+//! [`run_solver_episode`] plays a scripted agent through an episode, e.g. to check an env or
+//! record demonstrations.
 //!
 //! The envs:
 //! - [`arith_calc`] (`arith-calc`): compute a short integer expression with a calculator tool.
@@ -79,7 +81,7 @@ pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use mix::EnvMix;
 pub use negotiation::{Negotiation, NegotiationEnv, NegotiationExpert};
 pub use os_shell::{OsShell, OsShellEnv, ShellExpert};
-pub use registry::{env_ids, lookup};
+pub use registry::{EnvConstructor, Registry, env_ids, lookup, register};
 pub use self_correct::SelfCorrect;
 pub use spreadsheet_ops::{SpreadsheetExpert, SpreadsheetOps, SpreadsheetOpsEnv};
 pub use sql_analysis::{SqlAnalysis, SqlAnalysisEnv, SqlExpert};
