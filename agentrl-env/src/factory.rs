@@ -5,6 +5,8 @@
 use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc, reject_unknown_knobs};
+
 /// A scripted agent (reference solver or demonstrator): given the conversation so far, it
 /// writes the next assistant message.
 pub trait Solver: Send {
@@ -13,7 +15,8 @@ pub trait Solver: Send {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message;
 }
 
-/// Everything needed to use one env: its tasks, fresh sessions and its reference solver.
+/// Everything needed to use one env: its tasks, fresh sessions, its reference solver and its
+/// imperfect demonstrator.
 pub trait EnvFactory: Send + Sync {
     /// The env id (e.g. `arith-calc`).
     fn id(&self) -> &str;
@@ -41,6 +44,21 @@ pub trait EnvFactory: Send + Sync {
 
     /// The correct reference solver; `seed` drives any randomness it has.
     fn solver(&self, seed: u64) -> Box<dyn Solver>;
+
+    /// The knobs [`EnvFactory::demonstrator`] accepts (name, one-line doc); none by default.
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        &[]
+    }
+
+    /// An imperfect demonstrator for supervised warm starts, tuned by `knobs` (see
+    /// [`EnvFactory::demonstrator_knobs`]); `seed` drives its randomness.
+    ///
+    /// The default has no knobs and is the reference solver ([`EnvFactory::solver`]); a knob
+    /// the env does not have is an [`Error::Config`] naming the env and the knob.
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        reject_unknown_knobs(self.id(), knobs, self.demonstrator_knobs())?;
+        Ok(self.solver(seed))
+    }
 }
 
 /// The record of one episode played by a [`Solver`].

@@ -3,7 +3,8 @@
 //! Environments for training LLM agents with RL: each env comes as an [`EnvFactory`] that
 //! makes deterministic train/test [`Task`](agentrl_core::Task)s, fresh sessions implementing
 //! [`Env`](agentrl_core::Env) (already wrapped in a [`TurnLimit`]) and a correct reference
-//! [`Solver`]. Factories are found by id with [`lookup`] (the built-in envs, plus any env
+//! [`Solver`], plus an imperfect demonstrator for supervised warm starts, tuned by the env's
+//! own [`DemonstratorKnobs`] ([`EnvFactory::demonstrator`]). Factories are found by id with [`lookup`] (the built-in envs, plus any env
 //! another crate adds with [`register`]; a [`Registry`] is such a table as a value);
 //! [`run_solver_episode`] plays a scripted agent through an episode, e.g. to check an env or
 //! record demonstrations.
@@ -48,6 +49,7 @@ pub mod answer;
 pub mod api_booking;
 pub mod arith_calc;
 pub mod code_fix;
+pub mod demonstrator;
 pub mod factory;
 pub mod knowledge_search;
 mod local_server;
@@ -74,6 +76,7 @@ pub mod wrappers;
 pub use api_booking::{ApiBooking, ApiBookingEnv, BookingExpert};
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
 pub use code_fix::{CodeFix, CodeFixEnv, CodeFixExpert};
+pub use demonstrator::DemonstratorKnobs;
 pub use factory::{EnvFactory, Solver, SolverEpisode, run_solver_episode};
 pub use knowledge_search::{KnowledgeExpert, KnowledgeSearch, KnowledgeSearchEnv};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};

@@ -118,3 +118,19 @@ async fn a_served_env_trains_by_the_servers_task_index() {
     );
     handle.shutdown().await.unwrap();
 }
+
+#[test]
+fn a_remote_factory_demonstrates_with_its_local_envs_demonstrator() {
+    let knobs = serde_json::json!({"copy_error_prob": 0.5});
+    let knobs = knobs.as_object().unwrap();
+    let remote = RemoteEnvFactory::new(client(loopback()), lookup("arith-calc").unwrap());
+    assert_eq!(remote.demonstrator_knobs().len(), 3);
+    assert!(remote.demonstrator(knobs, 0).is_ok());
+    let served = RemoteEnvFactory::served(client(loopback()), "python-guess", 4);
+    assert!(served.demonstrator_knobs().is_empty());
+    let err = served.demonstrator(knobs, 0).err().unwrap().to_string();
+    assert!(
+        err.contains("python-guess") && err.contains("copy_error_prob"),
+        "{err}"
+    );
+}
