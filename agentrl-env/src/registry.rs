@@ -20,19 +20,26 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use agentrl_core::{Error, Result};
 
+#[cfg(feature = "web-envs")]
 use crate::api_booking::{API_BOOKING_ID, ApiBooking};
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
+#[cfg(feature = "shell-envs")]
 use crate::code_fix::{CODE_FIX_ID, CodeFix};
 use crate::factory::EnvFactory;
+#[cfg(feature = "search-envs")]
 use crate::knowledge_search::{KNOWLEDGE_SEARCH_ID, KnowledgeSearch};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
 use crate::negotiation::{NEGOTIATION_ID, Negotiation};
+#[cfg(feature = "shell-envs")]
 use crate::os_shell::{OS_SHELL_ID, OsShell};
+#[cfg(feature = "sql-envs")]
 use crate::spreadsheet_ops::{SPREADSHEET_OPS_ID, SpreadsheetOps};
+#[cfg(feature = "sql-envs")]
 use crate::sql_analysis::{SQL_ANALYSIS_ID, SqlAnalysis};
 use crate::strategy_game::{STRATEGY_GAME_ID, StrategyGame};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
+#[cfg(feature = "web-envs")]
 use crate::web_shop::{WEB_SHOP_ID, WebShop};
 
 /// Makes the factory of one env with its default settings.
@@ -63,23 +70,36 @@ impl Registry {
         Registry::default()
     }
 
-    /// The envs compiled into this crate (see the crate's features), with default settings.
+    /// The envs compiled into this crate (see the crate's features), with default settings, in
+    /// the order `env_ids` lists them.
     pub fn builtin() -> Self {
-        let entries = vec![
+        let mut entries = vec![
             (ARITH_CALC_ID, default_of::<ArithCalc>()),
             (MATH_REASONING_ID, default_of::<MathReasoning>()),
             (MAZE_ID, default_of::<Maze>()),
             (TEXT_ADVENTURE_ID, default_of::<TextAdventure>()),
+        ];
+        #[cfg(feature = "sql-envs")]
+        entries.extend([
             (SQL_ANALYSIS_ID, default_of::<SqlAnalysis>()),
             (SPREADSHEET_OPS_ID, default_of::<SpreadsheetOps>()),
-            (KNOWLEDGE_SEARCH_ID, default_of::<KnowledgeSearch>()),
+        ]);
+        #[cfg(feature = "search-envs")]
+        entries.push((KNOWLEDGE_SEARCH_ID, default_of::<KnowledgeSearch>()));
+        #[cfg(feature = "web-envs")]
+        entries.extend([
             (API_BOOKING_ID, default_of::<ApiBooking>()),
             (WEB_SHOP_ID, default_of::<WebShop>()),
+        ]);
+        #[cfg(feature = "shell-envs")]
+        entries.extend([
             (OS_SHELL_ID, default_of::<OsShell>()),
             (CODE_FIX_ID, default_of::<CodeFix>()),
+        ]);
+        entries.extend([
             (STRATEGY_GAME_ID, default_of::<StrategyGame>()),
             (NEGOTIATION_ID, default_of::<Negotiation>()),
-        ];
+        ]);
         Registry { entries }
     }
 
