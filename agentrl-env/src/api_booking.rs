@@ -14,7 +14,7 @@ pub use service::{Booking, Desk, Status};
 pub use task::{generate, split_of, world_of};
 pub use world::{DAYS, FEATURES, HOURS, Request, Room, Slot, World};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::transcript::exchanges;
 use crate::wrappers::TurnLimit;
 

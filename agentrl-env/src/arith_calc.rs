@@ -5,13 +5,14 @@ mod env;
 mod problem;
 mod solvers;
 
-use agentrl_core::{Env, Split, Task};
+use agentrl_core::{Env, Result, Split, Task};
 
 pub use env::ArithCalcEnv;
 pub use problem::{ArithProblem, Expression, Op, split_of};
-pub use solvers::{ArithDemonstrator, ArithExpert};
+pub use solvers::{ARITH_DEMONSTRATOR_KNOBS, ArithDemonstrator, ArithExpert};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.
@@ -44,6 +45,10 @@ impl EnvFactory for ArithCalc {
         ARITH_CALC_ID
     }
 
+    fn description(&self) -> &str {
+        "compute a short integer expression with a calculator tool"
+    }
+
     fn task(&self, split: Split, index: u64) -> Task {
         self.problem(split, index).to_task(split, index)
     }
@@ -59,5 +64,14 @@ impl EnvFactory for ArithCalc {
     /// The expert is deterministic, so `seed` is not used.
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(ArithExpert)
+    }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        ARITH_DEMONSTRATOR_KNOBS
+    }
+
+    /// An [`ArithDemonstrator`] (see [`ArithDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(ArithDemonstrator::from_knobs(seed, knobs)?))
     }
 }

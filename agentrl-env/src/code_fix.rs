@@ -13,7 +13,7 @@ pub use catalog::{Case, TEMPLATES, Template};
 pub use env::CodeFixEnv;
 pub use task::{Bug, Project, generate, project_of, to_task};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

@@ -17,7 +17,7 @@ pub use env::{KnowledgeSearchEnv, SEARCH_LIMITS, prompt};
 pub use solver::{KnowledgeExpert, query_for, read_fact};
 pub use task::{Question, Relation};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

@@ -9,7 +9,7 @@ use agentrl_core::{Env, Message, Split, Task};
 pub use env::MathReasoningEnv;
 pub use problem::{MathProblem, TEMPLATE_COUNT, split_of};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

@@ -11,7 +11,7 @@ pub use env::{MazeEnv, MoveTool};
 pub use grid::{Direction, Grid, MAX_PATH, Pos};
 pub use task::{generate, grid_of, split_of};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

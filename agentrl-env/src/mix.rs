@@ -1,6 +1,7 @@
 //! [`EnvMix`]: several envs as one factory, for multi-task runs. Task `index` of a split goes to
 //! one of the envs, drawn by weight from a hash of the split and index (so it never changes),
-//! and is that env's task `index`; sessions and the solver follow the task's `env_id`.
+//! and is that env's task `index`; sessions, the solver and the demonstrator follow the task's
+//! `env_id`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,7 +9,8 @@ use std::sync::Arc;
 use agentrl_core::{Env, Error, Message, Observation, Result, SeededRng, Split, Step, Task};
 use async_trait::async_trait;
 
-use crate::registry::{EnvFactory, Solver};
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
+use crate::factory::{EnvFactory, Solver};
 
 /// A weighted mixture of env factories with distinct ids.
 #[derive(Clone)]
@@ -17,6 +19,8 @@ pub struct EnvMix {
     parts: Vec<(Arc<dyn EnvFactory>, f64)>,
     /// Cumulative weights, normalised to end at 1.
     cumulative: Vec<f64>,
+    /// The demonstrator knobs of all the envs, each name once.
+    knobs: Vec<KnobDoc>,
 }
 
 impl std::fmt::Debug for EnvMix {
@@ -59,10 +63,17 @@ impl EnvMix {
                 acc
             })
             .collect();
+        let mut knobs: Vec<KnobDoc> = Vec::new();
+        for knob in parts.iter().flat_map(|(f, _)| f.demonstrator_knobs()) {
+            if !knobs.iter().any(|(name, _)| *name == knob.0) {
+                knobs.push(*knob);
+            }
+        }
         Ok(EnvMix {
             id: format!("mix({})", ids.join("+")),
             parts,
             cumulative,
+            knobs,
         })
     }
 
@@ -131,6 +142,25 @@ impl EnvFactory for EnvMix {
             solvers: HashMap::new(),
         })
     }
+
+    /// Every knob of every env in the mixture (each name once).
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        &self.knobs
+    }
+
+    /// Each env's own demonstrator for that env's tasks, all made now with the same `knobs`
+    /// and `seed`; a knob one of the envs does not have is an error naming that env.
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        let mut solvers = HashMap::new();
+        for (factory, _) in &self.parts {
+            solvers.insert(factory.id().to_string(), factory.demonstrator(knobs, seed)?);
+        }
+        Ok(Box::new(MixSolver {
+            seed,
+            factories: self.by_id(),
+            solvers,
+        }))
+    }
 }
 
 /// A session of the mixture: a session of the task's env, made at each reset.
@@ -172,7 +202,7 @@ impl Env for MixSession {
     }
 }
 
-/// The mixture's solver: each env's own solver, made on first use.
+/// The mixture's solver: each env's own solver (made on first use when not given at the start).
 struct MixSolver {
     seed: u64,
     factories: HashMap<String, Arc<dyn EnvFactory>>,

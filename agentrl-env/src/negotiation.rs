@@ -15,7 +15,7 @@ pub use env::{Control, NegotiationEnv, status_line};
 pub use task::{MAX_PROPOSALS, deal_of, generate, to_task};
 pub use tools::{AcceptTool, ProposeTool};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

@@ -10,7 +10,7 @@ use serde_json::json;
 pub use env::{OsShellEnv, path_matches};
 pub use task::{Question, ShellTask, generate, shell_task_of, to_task};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::workspace::report_stdout;
 use crate::wrappers::TurnLimit;
 

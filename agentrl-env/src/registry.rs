@@ -1,160 +1,192 @@
-//! The env registry: factories by id, reference solvers, and running a solver through an episode.
+//! The env registry: constructors of env factories by id.
+//!
+//! A [`Registry`] is a table from env id to a constructor of its factory (with default
+//! settings). [`Registry::builtin`] holds the envs compiled into this crate; the process-wide
+//! registry behind [`lookup`] and [`env_ids`] starts as the built-in one, and [`register`] adds
+//! an env defined elsewhere (so a config's `[env] id` finds it) without editing this crate.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agentrl_env::{ArithCalc, Registry};
+//!
+//! let mut registry = Registry::builtin();
+//! registry.register("arith-calc-seed-7", || Arc::new(ArithCalc::new(7)))?;
+//! assert!(registry.ids().contains(&"arith-calc-seed-7"));
+//! assert!(registry.register("maze", || Arc::new(ArithCalc::new(7))).is_err());
+//! # Ok::<(), agentrl_core::Error>(())
+//! ```
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
-use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolSpec};
-use serde::{Deserialize, Serialize};
+use agentrl_core::{Error, Result};
 
+#[cfg(feature = "web-envs")]
 use crate::api_booking::{API_BOOKING_ID, ApiBooking};
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
+#[cfg(feature = "shell-envs")]
 use crate::code_fix::{CODE_FIX_ID, CodeFix};
+use crate::factory::EnvFactory;
+#[cfg(feature = "search-envs")]
 use crate::knowledge_search::{KNOWLEDGE_SEARCH_ID, KnowledgeSearch};
 use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
 use crate::negotiation::{NEGOTIATION_ID, Negotiation};
+#[cfg(feature = "shell-envs")]
 use crate::os_shell::{OS_SHELL_ID, OsShell};
+#[cfg(feature = "sql-envs")]
 use crate::spreadsheet_ops::{SPREADSHEET_OPS_ID, SpreadsheetOps};
+#[cfg(feature = "sql-envs")]
 use crate::sql_analysis::{SQL_ANALYSIS_ID, SqlAnalysis};
 use crate::strategy_game::{STRATEGY_GAME_ID, StrategyGame};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
+#[cfg(feature = "web-envs")]
 use crate::web_shop::{WEB_SHOP_ID, WebShop};
 
-/// A scripted agent (reference solver or demonstrator): given the conversation so far, it
-/// writes the next assistant message.
-pub trait Solver: Send {
-    /// The next assistant message for `task` after `history` (initial observation messages,
-    /// earlier actions and env replies, in order).
-    fn act(&mut self, task: &Task, history: &[Message]) -> Message;
+/// Makes the factory of one env with its default settings.
+pub type EnvConstructor = Arc<dyn Fn() -> Arc<dyn EnvFactory> + Send + Sync>;
+
+/// A table of env constructors by id, in registration order.
+#[derive(Clone, Default)]
+pub struct Registry {
+    entries: Vec<(&'static str, EnvConstructor)>,
 }
 
-/// Everything needed to use one env: its tasks, fresh sessions and its reference solver.
-pub trait EnvFactory: Send + Sync {
-    /// The env id (e.g. `arith-calc`).
-    fn id(&self) -> &str;
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("ids", &self.ids())
+            .finish()
+    }
+}
 
-    /// One line saying what the env asks of the agent.
-    fn description(&self) -> &str {
-        match self.id() {
-            ARITH_CALC_ID => "compute a short integer expression with a calculator tool",
-            _ => "",
+/// The constructor of `F`'s default factory.
+fn default_of<F: EnvFactory + Default + 'static>() -> EnvConstructor {
+    Arc::new(|| Arc::new(F::default()) as Arc<dyn EnvFactory>)
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// The envs compiled into this crate (see the crate's features), with default settings, in
+    /// the order `env_ids` lists them.
+    pub fn builtin() -> Self {
+        let mut entries = vec![
+            (ARITH_CALC_ID, default_of::<ArithCalc>()),
+            (MATH_REASONING_ID, default_of::<MathReasoning>()),
+            (MAZE_ID, default_of::<Maze>()),
+            (TEXT_ADVENTURE_ID, default_of::<TextAdventure>()),
+        ];
+        #[cfg(feature = "sql-envs")]
+        entries.extend([
+            (SQL_ANALYSIS_ID, default_of::<SqlAnalysis>()),
+            (SPREADSHEET_OPS_ID, default_of::<SpreadsheetOps>()),
+        ]);
+        #[cfg(feature = "search-envs")]
+        entries.push((KNOWLEDGE_SEARCH_ID, default_of::<KnowledgeSearch>()));
+        #[cfg(feature = "web-envs")]
+        entries.extend([
+            (API_BOOKING_ID, default_of::<ApiBooking>()),
+            (WEB_SHOP_ID, default_of::<WebShop>()),
+        ]);
+        #[cfg(feature = "shell-envs")]
+        entries.extend([
+            (OS_SHELL_ID, default_of::<OsShell>()),
+            (CODE_FIX_ID, default_of::<CodeFix>()),
+        ]);
+        entries.extend([
+            (STRATEGY_GAME_ID, default_of::<StrategyGame>()),
+            (NEGOTIATION_ID, default_of::<Negotiation>()),
+        ]);
+        Registry { entries }
+    }
+
+    /// Adds env `id`, made by `constructor`; an id already registered is an [`Error::Config`]
+    /// naming it.
+    pub fn register(
+        &mut self,
+        id: &'static str,
+        constructor: impl Fn() -> Arc<dyn EnvFactory> + Send + Sync + 'static,
+    ) -> Result<()> {
+        if self.constructor(id).is_some() {
+            return Err(Error::Config(format!(
+                "env id `{id}` is already registered"
+            )));
+        }
+        self.entries.push((id, Arc::new(constructor)));
+        Ok(())
+    }
+
+    /// The registered ids, in registration order.
+    pub fn ids(&self) -> Vec<&'static str> {
+        self.entries.iter().map(|(id, _)| *id).collect()
+    }
+
+    /// The constructor registered under `id`.
+    pub fn constructor(&self, id: &str) -> Option<EnvConstructor> {
+        self.entries
+            .iter()
+            .find(|(known, _)| *known == id)
+            .map(|(_, constructor)| constructor.clone())
+    }
+
+    /// A factory of env `id`; an unknown id is an [`Error::Config`] that lists the known ids.
+    pub fn lookup(&self, id: &str) -> Result<Arc<dyn EnvFactory>> {
+        match self.constructor(id) {
+            Some(constructor) => Ok(constructor()),
+            None => Err(unknown_id(id, &self.ids())),
         }
     }
-
-    /// Task `index` of `split`; deterministic: the same `(split, index)` gives the same task.
-    fn task(&self, split: Split, index: u64) -> Task;
-
-    /// A fresh session, already wrapped in its turn limit.
-    fn make(&self) -> Box<dyn Env>;
-
-    /// The most steps an episode may take.
-    fn max_turns(&self) -> usize;
-
-    /// Whether [`EnvFactory::solver`] is a real reference solver (false for envs known only
-    /// through a remote server, which can be trained on but not demonstrated).
-    fn has_solver(&self) -> bool {
-        true
-    }
-
-    /// The correct reference solver; `seed` drives any randomness it has.
-    fn solver(&self, seed: u64) -> Box<dyn Solver>;
 }
 
-/// Ids of all registered envs.
+/// The error for an unknown env id.
+fn unknown_id(id: &str, known: &[&str]) -> Error {
+    Error::Config(format!(
+        "unknown env id `{id}`; known env ids: {}",
+        known.join(", ")
+    ))
+}
+
+/// The process-wide registry, created with the built-in envs on first use.
+fn global() -> &'static RwLock<Registry> {
+    static GLOBAL: OnceLock<RwLock<Registry>> = OnceLock::new();
+    GLOBAL.get_or_init(|| RwLock::new(Registry::builtin()))
+}
+
+/// Adds env `id` to the process-wide registry, so [`lookup`] and [`env_ids`] (and a config's
+/// `[env] id`) find it; an id already registered is an [`Error::Config`] naming it.
+pub fn register(
+    id: &'static str,
+    constructor: impl Fn() -> Arc<dyn EnvFactory> + Send + Sync + 'static,
+) -> Result<()> {
+    // A panic elsewhere cannot leave the table half-written (a push is all a writer does), so
+    // a poisoned lock still holds a usable table.
+    let mut registry = global().write().unwrap_or_else(PoisonError::into_inner);
+    registry.register(id, constructor)
+}
+
+/// Ids of all envs in the process-wide registry: the built-in ones, then those added with
+/// [`register`].
 pub fn env_ids() -> Vec<&'static str> {
-    vec![
-        ARITH_CALC_ID,
-        MATH_REASONING_ID,
-        MAZE_ID,
-        TEXT_ADVENTURE_ID,
-        SQL_ANALYSIS_ID,
-        SPREADSHEET_OPS_ID,
-        KNOWLEDGE_SEARCH_ID,
-        API_BOOKING_ID,
-        WEB_SHOP_ID,
-        OS_SHELL_ID,
-        CODE_FIX_ID,
-        STRATEGY_GAME_ID,
-        NEGOTIATION_ID,
-    ]
+    global()
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .ids()
 }
 
-/// The factory registered under `id` (with its default settings); an unknown id is an
-/// [`Error::Config`] that lists the known ids.
+/// A factory of env `id` from the process-wide registry (with its default settings); an
+/// unknown id is an [`Error::Config`] that lists the known ids.
 pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
-    match id {
-        ARITH_CALC_ID => Ok(Arc::new(ArithCalc::default())),
-        MATH_REASONING_ID => Ok(Arc::new(MathReasoning::default())),
-        MAZE_ID => Ok(Arc::new(Maze::default())),
-        TEXT_ADVENTURE_ID => Ok(Arc::new(TextAdventure::default())),
-        SQL_ANALYSIS_ID => Ok(Arc::new(SqlAnalysis::default())),
-        SPREADSHEET_OPS_ID => Ok(Arc::new(SpreadsheetOps::default())),
-        KNOWLEDGE_SEARCH_ID => Ok(Arc::new(KnowledgeSearch::default())),
-        API_BOOKING_ID => Ok(Arc::new(ApiBooking::default())),
-        WEB_SHOP_ID => Ok(Arc::new(WebShop::default())),
-        OS_SHELL_ID => Ok(Arc::new(OsShell::default())),
-        CODE_FIX_ID => Ok(Arc::new(CodeFix::default())),
-        STRATEGY_GAME_ID => Ok(Arc::new(StrategyGame::default())),
-        NEGOTIATION_ID => Ok(Arc::new(Negotiation::default())),
-        other => Err(Error::Config(format!(
-            "unknown env id `{other}`; known env ids: {}",
-            env_ids().join(", ")
-        ))),
-    }
-}
-
-/// The record of one episode played by a [`Solver`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SolverEpisode {
-    /// The full conversation: initial observation messages, then every action and env reply.
-    pub messages: Vec<Message>,
-    /// The tools offered in the episode.
-    pub tools: Vec<ToolSpec>,
-    /// Whether the final step reported success.
-    pub success: bool,
-    /// Number of steps taken.
-    pub steps: usize,
-    /// Whether the episode was cut short by the turn limit.
-    pub truncated: bool,
-}
-
-/// Plays one episode of `task` with `solver` on a fresh session from `factory`, until the
-/// episode ends.
-///
-/// Fails when the env fails, or when it does not end within `factory.max_turns()` steps.
-pub async fn run_solver_episode(
-    factory: &dyn EnvFactory,
-    solver: &mut dyn Solver,
-    task: &Task,
-) -> Result<SolverEpisode> {
-    let mut env = factory.make();
-    let observation = env.reset(task).await?;
-    let mut messages = observation.messages;
-    let mut steps = 0;
-    loop {
-        let action = solver.act(task, &messages);
-        messages.push(action.clone());
-        let step = env.step(&action).await?;
-        steps += 1;
-        messages.extend(step.messages.iter().cloned());
-        if step.done() {
-            return Ok(SolverEpisode {
-                messages,
-                tools: observation.tools,
-                success: step.info.success.unwrap_or(false),
-                steps,
-                truncated: step.truncated,
-            });
-        }
-        if steps >= factory.max_turns() {
-            return Err(Error::env(
-                factory.id(),
-                format!(
-                    "episode of task `{}` did not end within its turn limit of {} steps",
-                    task.id,
-                    factory.max_turns()
-                ),
-            ));
-        }
+    let (constructor, ids) = {
+        let registry = global().read().unwrap_or_else(PoisonError::into_inner);
+        (registry.constructor(id), registry.ids())
+    };
+    // Called with the lock released, so a constructor may itself look envs up.
+    match constructor {
+        Some(constructor) => Ok(constructor()),
+        None => Err(unknown_id(id, &ids)),
     }
 }
 
@@ -170,5 +202,33 @@ mod tests {
         let err = lookup("nope").err().unwrap();
         assert!(matches!(err, Error::Config(_)));
         assert!(err.to_string().contains(ARITH_CALC_ID), "{err}");
+    }
+
+    #[test]
+    fn a_registry_adds_envs_and_refuses_duplicate_ids() {
+        let mut registry = Registry::new();
+        assert!(registry.ids().is_empty());
+        registry
+            .register("seeded", || Arc::new(ArithCalc::new(3)))
+            .unwrap();
+        assert_eq!(registry.ids(), ["seeded"]);
+        assert_eq!(registry.lookup("seeded").unwrap().id(), ARITH_CALC_ID);
+        let err = registry
+            .register("seeded", || Arc::new(Maze::default()))
+            .unwrap_err();
+        assert!(matches!(err, Error::Config(_)));
+        assert!(err.to_string().contains("`seeded`"), "{err}");
+        let err = registry.lookup("maze").err().unwrap();
+        assert!(err.to_string().contains("known env ids: seeded"), "{err}");
+    }
+
+    #[test]
+    fn builtin_ids_come_in_table_order() {
+        let ids = Registry::builtin().ids();
+        assert_eq!(ids.first(), Some(&ARITH_CALC_ID));
+        let mut distinct = ids.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ids.len());
     }
 }

@@ -11,7 +11,7 @@ pub use env::{SpreadsheetOpsEnv, same_cell, same_sheet};
 pub use solver::SpreadsheetExpert;
 pub use task::{HEADERS, Item, Job, SHEET, SheetTask};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

@@ -15,7 +15,7 @@ pub use env::SqlAnalysisEnv;
 pub use question::{Question, TOLERANCE, Truth, check};
 pub use task::SqlTask;
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

@@ -15,7 +15,7 @@ pub use env::{DropTool, Outcome, StrategyGameEnv};
 pub use search::{Opponent, best_column, scored_moves, winning_column};
 pub use task::{Game, game_of, generate, to_task};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

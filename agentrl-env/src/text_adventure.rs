@@ -16,7 +16,7 @@ pub use plan::{MAX_PLAN, plan, random_world};
 pub use task::{generate, split_of, world_of};
 pub use world::{Goal, Place, Room, State, World};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use agentrl_core::{Env, Error, Result, Split, Task};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
+use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
-use crate::{EnvFactory, Solver};
 
 /// An env factory whose sessions end after at most `max_turns` steps, on top of the inner
 /// factory's own limit (which it cannot raise).
@@ -63,5 +64,13 @@ impl EnvFactory for TurnCapped {
 
     fn solver(&self, seed: u64) -> Box<dyn Solver> {
         self.inner.solver(seed)
+    }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        self.inner.demonstrator_knobs()
+    }
+
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        self.inner.demonstrator(knobs, seed)
     }
 }

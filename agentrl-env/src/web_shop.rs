@@ -15,7 +15,7 @@ pub use env::{WebShopEnv, reward};
 pub use site::{PAGE_SIZE, Store};
 pub use task::{generate, shop_of, split_of};
 
-use crate::registry::{EnvFactory, Solver};
+use crate::factory::{EnvFactory, Solver};
 use crate::transcript::exchanges;
 use crate::wrappers::TurnLimit;
 

@@ -203,6 +203,7 @@ async fn wandering_is_truncated_by_the_turn_limit() {
     assert!(last.truncated && last.done(), "{last:?}");
 }
 
+#[cfg(feature = "protocol")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn episodes_through_the_http_protocol_match_local_ones() {
     use agentrl_env::protocol::{RemoteEnvFactory, ServerConfig, serve};

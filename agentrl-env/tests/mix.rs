@@ -2,11 +2,10 @@
 //! own env; `RemoteEnvFactory::served` trains on an env only the server knows, by task index.
 
 use agentrl_core::{Env, Split};
-use agentrl_env::protocol::{RemoteEnvFactory, ServerConfig, serve};
 use agentrl_env::{EnvFactory, EnvMix, lookup, run_solver_episode};
 
+#[cfg(feature = "protocol")]
 mod common;
-use common::{client, loopback};
 
 fn mix() -> EnvMix {
     EnvMix::new(vec![
@@ -75,46 +74,72 @@ fn bad_mixtures_are_refused() {
     assert!(err(vec![(arith(), 1.0), (arith(), 2.0)]).contains("twice"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_served_env_trains_by_the_servers_task_index() {
-    let (addr, handle) = serve(
-        loopback(),
-        vec![lookup("arith-calc").unwrap()],
-        ServerConfig::default(),
-    )
-    .await
-    .unwrap();
-    let served = RemoteEnvFactory::served(client(addr), "arith-calc", 4);
-    served.check_served().await.unwrap();
-    assert!(!served.has_solver());
-    assert_eq!(served.max_turns(), 4);
-    // The server's task 5 is the one the registered env generates for index 5, so the local
-    // expert can play it: that proves the session started on the server's own task 5.
-    let local = lookup("arith-calc").unwrap();
-    for index in [0, 5, 17] {
-        let task = served.task(Split::Test, index);
-        assert_eq!(task.data["index"], index);
-        let mut expert = local.solver(0);
-        let episode =
-            run_solver_episode(&served, expert.as_mut(), &local.task(Split::Test, index)).await;
-        // run_solver_episode resets with the local task (no data.index): a clear error ...
-        let err = episode.unwrap_err().to_string();
-        assert!(err.contains("data.index"), "{err}");
-        // ... while the served task starts the server's task.
-        let mut env = served.make();
-        let obs = env.reset(&task).await.unwrap();
-        let expected = local
-            .make()
-            .reset(&local.task(Split::Test, index))
-            .await
-            .unwrap();
-        assert_eq!(obs, expected);
+/// Remote factories: these need the `protocol` feature.
+#[cfg(feature = "protocol")]
+mod served {
+    use agentrl_core::{Env, Split};
+    use agentrl_env::protocol::{RemoteEnvFactory, ServerConfig, serve};
+    use agentrl_env::{EnvFactory, lookup, run_solver_episode};
+
+    use super::common::{client, loopback};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_served_env_trains_by_the_servers_task_index() {
+        let (addr, handle) = serve(
+            loopback(),
+            vec![lookup("arith-calc").unwrap()],
+            ServerConfig::default(),
+        )
+        .await
+        .unwrap();
+        let served = RemoteEnvFactory::served(client(addr), "arith-calc", 4);
+        served.check_served().await.unwrap();
+        assert!(!served.has_solver());
+        assert_eq!(served.max_turns(), 4);
+        // The server's task 5 is the one the registered env generates for index 5, so the local
+        // expert can play it: that proves the session started on the server's own task 5.
+        let local = lookup("arith-calc").unwrap();
+        for index in [0, 5, 17] {
+            let task = served.task(Split::Test, index);
+            assert_eq!(task.data["index"], index);
+            let mut expert = local.solver(0);
+            let episode =
+                run_solver_episode(&served, expert.as_mut(), &local.task(Split::Test, index)).await;
+            // run_solver_episode resets with the local task (no data.index): a clear error ...
+            let err = episode.unwrap_err().to_string();
+            assert!(err.contains("data.index"), "{err}");
+            // ... while the served task starts the server's task.
+            let mut env = served.make();
+            let obs = env.reset(&task).await.unwrap();
+            let expected = local
+                .make()
+                .reset(&local.task(Split::Test, index))
+                .await
+                .unwrap();
+            assert_eq!(obs, expected);
+        }
+        let missing = RemoteEnvFactory::served(client(addr), "python-guess", 4);
+        let err = missing.check_served().await.unwrap_err().to_string();
+        assert!(
+            err.contains("python-guess") && err.contains("arith-calc"),
+            "{err}"
+        );
+        handle.shutdown().await.unwrap();
     }
-    let missing = RemoteEnvFactory::served(client(addr), "python-guess", 4);
-    let err = missing.check_served().await.unwrap_err().to_string();
-    assert!(
-        err.contains("python-guess") && err.contains("arith-calc"),
-        "{err}"
-    );
-    handle.shutdown().await.unwrap();
+
+    #[test]
+    fn a_remote_factory_demonstrates_with_its_local_envs_demonstrator() {
+        let knobs = serde_json::json!({"copy_error_prob": 0.5});
+        let knobs = knobs.as_object().unwrap();
+        let remote = RemoteEnvFactory::new(client(loopback()), lookup("arith-calc").unwrap());
+        assert_eq!(remote.demonstrator_knobs().len(), 3);
+        assert!(remote.demonstrator(knobs, 0).is_ok());
+        let served = RemoteEnvFactory::served(client(loopback()), "python-guess", 4);
+        assert!(served.demonstrator_knobs().is_empty());
+        let err = served.demonstrator(knobs, 0).err().unwrap().to_string();
+        assert!(
+            err.contains("python-guess") && err.contains("copy_error_prob"),
+            "{err}"
+        );
+    }
 }

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Result, SamplingParams};
+use agentrl_env::DemonstratorKnobs;
 use agentrl_policy::GptConfig;
 use agentrl_policy::llama::{Dtype, LoraConfig};
 use agentrl_reward::{OutcomeReward, RewardConfig};
@@ -324,20 +325,11 @@ pub struct SftConfig {
     pub batch_size: usize,
     /// Peak learning rate (cosine decay to 10%).
     pub lr: f64,
-    /// The imperfect demonstrator.
-    pub demonstrator: DemonstratorConfig,
-}
-
-/// How often the demonstrator uses the tool and miscopies results.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DemonstratorConfig {
-    /// Probability of calling the calculator on two-operand tasks.
-    pub tool_prob_two_operands: f64,
-    /// Probability of calling the calculator on three-operand tasks.
-    pub tool_prob_three_operands: f64,
-    /// Probability of miscopying the tool's result.
-    pub copy_error_prob: f64,
+    /// Knobs of the env's imperfect demonstrator (`agentrl env list` names each env's), passed
+    /// to [`EnvFactory::demonstrator`](agentrl_env::EnvFactory::demonstrator); empty: the
+    /// env's reference solver. A knob the env does not know is an error naming both.
+    #[serde(default, skip_serializing_if = "DemonstratorKnobs::is_empty")]
+    pub demonstrator: DemonstratorKnobs,
 }
 
 /// The RL algorithm and its hyper-parameters.
@@ -704,6 +696,8 @@ impl RunConfig {
             toml::from_str(text).map_err(|e| Error::Config(format!("{origin}: {e}")))?;
         cfg.validate()
             .map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        cfg.check_demonstrator()
+            .map_err(|e| Error::Config(format!("{origin}: sft.demonstrator: {e}")))?;
         Ok(cfg)
     }
 
@@ -722,6 +716,19 @@ impl RunConfig {
                     .into(),
             )
         })
+    }
+
+    /// Asks the env whether it knows the `[sft.demonstrator]` knobs and their values (an env
+    /// builds its demonstrator without any network or file access).
+    pub fn check_demonstrator(&self) -> Result<()> {
+        let Some(sft) = &self.sft else {
+            return Ok(());
+        };
+        if sft.demonstrator.is_empty() {
+            return Ok(());
+        }
+        let factory = crate::envs::env_factory(&self.env)?;
+        factory.demonstrator(&sft.demonstrator, self.seed).map(drop)
     }
 
     /// Checks values that serde cannot.
@@ -799,20 +806,6 @@ impl RunConfig {
         }
         if self.torch_threads < 1 {
             return Err("torch_threads must be at least 1".into());
-        }
-        if let Some(sft) = &self.sft {
-            let d = &sft.demonstrator;
-            for (name, p) in [
-                ("tool_prob_two_operands", d.tool_prob_two_operands),
-                ("tool_prob_three_operands", d.tool_prob_three_operands),
-                ("copy_error_prob", d.copy_error_prob),
-            ] {
-                if !(0.0..=1.0).contains(&p) {
-                    return Err(format!(
-                        "sft.demonstrator.{name} must be in [0, 1], got {p}"
-                    ));
-                }
-            }
         }
         Ok(())
     }

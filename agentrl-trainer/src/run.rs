@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agentrl_core::{Error, Result, SeededRng, Trajectory, read_jsonl, write_jsonl};
-use agentrl_env::{ArithDemonstrator, EnvFactory, Solver};
+use agentrl_env::EnvFactory;
 use agentrl_policy::{ChatFormat, TchPolicy, TinyChatFormat};
 use tch::Device;
 
@@ -142,8 +142,9 @@ impl Run {
         MetricsWriter::open(&self.dir.join("metrics.jsonl"))
     }
 
-    /// Writes the demonstrations file `demos.jsonl` (the imperfect demonstrator on `arith-calc`,
-    /// the reference solver elsewhere) and returns its path.
+    /// Writes the demonstrations file `demos.jsonl` (played by the env's demonstrator with the
+    /// `[sft.demonstrator]` knobs: its reference solver when there are none) and returns its
+    /// path.
     pub async fn write_demonstrations(&self) -> Result<PathBuf> {
         if !self.factory.has_solver() {
             return Err(Error::Config(format!(
@@ -155,18 +156,9 @@ impl Run {
         }
         crate::envs::check_servers(&self.config.env).await?;
         let cfg = self.config.sft()?;
-        let mut solver: Box<dyn Solver> =
-            if self.factory.id() == agentrl_env::arith_calc::ARITH_CALC_ID {
-                let d = &cfg.demonstrator;
-                Box::new(ArithDemonstrator::new(
-                    self.config.seed,
-                    d.tool_prob_two_operands,
-                    d.tool_prob_three_operands,
-                    d.copy_error_prob,
-                ))
-            } else {
-                self.factory.solver(self.config.seed)
-            };
+        let mut solver = self
+            .factory
+            .demonstrator(&cfg.demonstrator, self.config.seed)?;
         let demos = collect_demonstrations(
             self.factory.as_ref(),
             solver.as_mut(),

@@ -1,11 +1,13 @@
 //! Scripted `arith-calc` agents: the correct expert and a deliberately imperfect demonstrator.
 
-use agentrl_core::{Message, Role, SeededRng, Task, ToolCall};
+use agentrl_core::{Message, Result, Role, SeededRng, Task, ToolCall};
 use serde_json::json;
 
+use super::ARITH_CALC_ID;
 use super::problem::ArithProblem;
 use crate::answer;
-use crate::registry::Solver;
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc, probability_knob, reject_unknown_knobs};
+use crate::factory::Solver;
 
 /// Id of the one calculator call the scripted agents make.
 const CALL_ID: &str = "call_0";
@@ -62,6 +64,29 @@ impl Solver for ArithExpert {
     }
 }
 
+/// Knob: probability of using the calculator on a two-operand task.
+const TOOL_PROB_TWO_OPERANDS: &str = "tool_prob_two_operands";
+/// Knob: probability of using the calculator on a three-operand task.
+const TOOL_PROB_THREE_OPERANDS: &str = "tool_prob_three_operands";
+/// Knob: probability of miscopying one digit of the calculator's result.
+const COPY_ERROR_PROB: &str = "copy_error_prob";
+
+/// The knobs of [`ArithDemonstrator::from_knobs`] (name, doc).
+pub const ARITH_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[
+    (
+        TOOL_PROB_TWO_OPERANDS,
+        "probability of using the calculator on a two-operand task (default 1)",
+    ),
+    (
+        TOOL_PROB_THREE_OPERANDS,
+        "probability of using the calculator on a three-operand task (default 1)",
+    ),
+    (
+        COPY_ERROR_PROB,
+        "probability of miscopying one digit of the calculator's result (default 0)",
+    ),
+];
+
 /// A noisy demonstrator for supervised warm starts.
 ///
 /// An SFT warm start on perfect demonstrations would leave RL little to learn; this one is
@@ -102,6 +127,21 @@ impl ArithDemonstrator {
             rng: SeededRng::new(seed),
             plan: None,
         }
+    }
+
+    /// The demonstrator that `knobs` describe (see [`ARITH_DEMONSTRATOR_KNOBS`]), seeded by
+    /// `seed`. A missing knob turns its imperfection off (tool probabilities `1`, miscopy
+    /// probability `0`); an unknown knob or a value outside `[0, 1]` is an
+    /// [`Error::Config`](agentrl_core::Error::Config) naming the knob.
+    pub fn from_knobs(seed: u64, knobs: &DemonstratorKnobs) -> Result<Self> {
+        reject_unknown_knobs(ARITH_CALC_ID, knobs, ARITH_DEMONSTRATOR_KNOBS)?;
+        let knob = |name, default| probability_knob(ARITH_CALC_ID, knobs, name, default);
+        Ok(ArithDemonstrator::new(
+            seed,
+            knob(TOOL_PROB_TWO_OPERANDS, 1.0)?,
+            knob(TOOL_PROB_THREE_OPERANDS, 1.0)?,
+            knob(COPY_ERROR_PROB, 0.0)?,
+        ))
     }
 
     /// Whether to use the tool on `problem`: decided on the first turn, remembered after.

@@ -7,7 +7,7 @@ use agentrl_tools::Search;
 use serde_json::json;
 
 use super::task::{Question, Relation};
-use crate::registry::Solver;
+use crate::factory::Solver;
 
 /// Searches tried per hop before giving up.
 const TRIES_PER_HOP: usize = 3;

@@ -18,7 +18,9 @@ use super::{
     CancelResponse, ErrorBody, InteractRequest, InteractResponse, SESSION_HEADER, SessionInfo,
     StartSampleRequest, StartSampleResponse, WorkerInfo, indices_route,
 };
-use crate::registry::{EnvFactory, Solver, lookup};
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc, reject_unknown_knobs};
+use crate::factory::{EnvFactory, Solver};
+use crate::registry::lookup;
 
 /// Client settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -501,6 +503,25 @@ impl EnvFactory for RemoteEnvFactory {
         match &self.local {
             Some(local) => local.solver(seed),
             None => Box::new(NoSolver(self.env_id.clone())),
+        }
+    }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        match &self.local {
+            Some(local) => local.demonstrator_knobs(),
+            None => &[],
+        }
+    }
+
+    /// The local factory's demonstrator; a served-only env has none (no knobs, and without
+    /// knobs the solver that says so).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        match &self.local {
+            Some(local) => local.demonstrator(knobs, seed),
+            None => {
+                reject_unknown_knobs(&self.env_id, knobs, &[])?;
+                Ok(self.solver(seed))
+            }
         }
     }
 }

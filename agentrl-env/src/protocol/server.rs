@@ -33,7 +33,7 @@ use super::{
     CancelResponse, IndicesQuery, InteractRequest, InteractResponse, SESSION_HEADER, SampleStatus,
     SessionInfo, StartSampleRequest, StartSampleResponse, WorkerInfo,
 };
-use crate::EnvFactory;
+use crate::factory::EnvFactory;
 use crate::locking::lock;
 
 /// Server settings.

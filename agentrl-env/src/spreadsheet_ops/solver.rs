@@ -7,7 +7,7 @@ use agentrl_tools::Spreadsheet;
 use serde_json::{Value, json};
 
 use super::task::{Job, SHEET, SheetTask};
-use crate::registry::Solver;
+use crate::factory::Solver;
 
 /// The reference solver (deterministic; one tool call a step).
 #[derive(Debug, Clone, Copy, Default)]
