@@ -28,6 +28,7 @@
 //! | `sql` | `sql` (a session's SQLite database) and `spreadsheet` (named sheets backed by SQLite tables) | bundled SQLite |
 //! | `search` | `search` (BM25 full-text search over a document collection) | tantivy |
 //! | `web` | `http` and `browser`, which reach web services on an allowlist of base URLs | reqwest, scraper |
+//! | `cli` (not default) | `cli`: the `agentrl tool list` / `agentrl tool call` commands; all of the above | clap |
 //!
 //! A crate that needs only some of them turns the defaults off:
 //! `agentrl-tools = { version = "0.1", default-features = false, features = ["sandbox"] }`.
@@ -37,6 +38,8 @@
 #[cfg(feature = "web")]
 pub mod browser;
 pub mod calculator;
+#[cfg(feature = "cli")]
+pub mod cli;
 #[cfg(feature = "sandbox")]
 pub mod exec;
 #[cfg(feature = "sandbox")]
