@@ -35,6 +35,7 @@
 
 #![warn(missing_docs)]
 
+pub mod arguments;
 #[cfg(feature = "web")]
 pub mod browser;
 pub mod calculator;
@@ -60,6 +61,7 @@ pub mod toolbox;
 #[cfg(feature = "web")]
 pub mod web;
 
+pub use arguments::parse_args;
 #[cfg(feature = "web")]
 pub use browser::Browser;
 pub use calculator::{CalcError, Calculator, Number, evaluate};
