@@ -10,12 +10,14 @@ use std::sync::Arc;
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
 use async_trait::async_trait;
 use reqwest::{Client, Url};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 
 pub use page::{Field, FieldKind, Form, FormMethod, Page};
 pub use render::render;
 
+use crate::arguments::parse_args;
 use crate::web::{UrlAllowlist, WebLimits, fetch, web_client};
 
 /// Redirects followed per request at most.
@@ -41,6 +43,22 @@ pub struct Browser {
     limits: WebLimits,
     client: Result<Client, String>,
     state: Arc<Mutex<BrowserState>>,
+}
+
+/// The arguments of the `browser` tool: the action and what it needs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BrowserArgs {
+    /// `open`, `click`, `fill`, `submit` or `back`.
+    action: String,
+    /// For `open`: an absolute URL.
+    url: Option<String>,
+    /// For `click`: the 1-based link number.
+    link: Option<u64>,
+    /// For `fill` and `submit`: the 1-based form number (1 when left out).
+    form: Option<u64>,
+    /// For `fill` and `submit`: values by field name.
+    fields: Option<Map<String, Value>>,
 }
 
 /// A request the browser makes: a GET of a URL or a form submission.
@@ -155,22 +173,18 @@ fn current(state: &mut BrowserState) -> Result<&mut Page, ToolError> {
     })
 }
 
-/// The 1-based number `key` of `args` (default `default`), checked against `count` items.
+/// The 0-based index of the 1-based number `given` in argument `key` (default `default`),
+/// checked against `count` items.
 fn number(
-    args: &Value,
+    given: Option<u64>,
     key: &str,
     default: Option<u64>,
     count: usize,
     what: &str,
 ) -> Result<usize, ToolError> {
-    let n = match args.get(key) {
-        Some(v) => v.as_u64().ok_or_else(|| {
-            ToolError::InvalidArguments(format!("`{key}` must be a positive whole number"))
-        })?,
-        None => {
-            default.ok_or_else(|| ToolError::InvalidArguments(format!("`{key}` is required")))?
-        }
-    };
+    let n = given
+        .or(default)
+        .ok_or_else(|| ToolError::InvalidArguments(format!("`{key}` is required")))?;
     if n == 0 || n as usize > count {
         return Err(ToolError::InvalidArguments(format!(
             "there is no {what} {n} on this page (it has {count})"
@@ -179,14 +193,15 @@ fn number(
     Ok(n as usize - 1)
 }
 
-/// Fills form `index` of `page` with the `fields` object of `args`, if there is one.
-fn fill(page: &mut Page, index: usize, args: &Value) -> Result<(), ToolError> {
-    let Some(fields) = args.get("fields") else {
+/// Fills form `index` of `page` with `fields`, if given.
+fn fill(
+    page: &mut Page,
+    index: usize,
+    fields: Option<&Map<String, Value>>,
+) -> Result<(), ToolError> {
+    let Some(fields) = fields else {
         return Ok(());
     };
-    let fields = fields
-        .as_object()
-        .ok_or_else(|| ToolError::InvalidArguments("`fields` must be an object".into()))?;
     for (name, value) in fields {
         let text = match value {
             Value::String(s) => s.clone(),
@@ -235,35 +250,35 @@ impl Tool for Browser {
     }
 
     async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
-        let action = args.get("action").and_then(Value::as_str).unwrap_or("");
+        let args: BrowserArgs = parse_args(args)?;
         let mut state = self.state.lock().await;
-        let request = match action {
+        let request = match args.action.as_str() {
             "open" => {
-                let url = args.get("url").and_then(Value::as_str).ok_or_else(|| {
+                let url = args.url.as_deref().ok_or_else(|| {
                     ToolError::InvalidArguments("action `open` needs a string `url`".into())
                 })?;
                 Request::Get(self.allow.check(url)?)
             }
             "click" => {
                 let page = current(&mut state)?;
-                let index = number(&args, "link", None, page.links.len(), "link")?;
+                let index = number(args.link, "link", None, page.links.len(), "link")?;
                 Request::Get(self.allow.check_url(&page.links[index])?)
             }
             "fill" => {
                 let page = current(&mut state)?;
-                let index = number(&args, "form", Some(1), page.forms.len(), "form")?;
-                if args.get("fields").is_none() {
+                let index = number(args.form, "form", Some(1), page.forms.len(), "form")?;
+                if args.fields.is_none() {
                     return Err(ToolError::InvalidArguments(
                         "action `fill` needs `fields`".into(),
                     ));
                 }
-                fill(page, index, &args)?;
+                fill(page, index, args.fields.as_ref())?;
                 return Ok(page.forms[index].describe(index + 1));
             }
             "submit" => {
                 let page = current(&mut state)?;
-                let index = number(&args, "form", Some(1), page.forms.len(), "form")?;
-                fill(page, index, &args)?;
+                let index = number(args.form, "form", Some(1), page.forms.len(), "form")?;
+                fill(page, index, args.fields.as_ref())?;
                 Request::Submit(page.forms[index].clone())
             }
             "back" => {

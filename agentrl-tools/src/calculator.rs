@@ -7,9 +7,12 @@ mod number;
 mod parser;
 
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
+
+use crate::arguments::parse_args;
 
 pub use error::CalcError;
 pub use number::Number;
@@ -37,6 +40,14 @@ impl Calculator {
     pub const NAME: &'static str = "calculator";
 }
 
+/// The arguments of the `calculator` tool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CalculatorArgs {
+    /// The expression to evaluate.
+    expression: String,
+}
+
 #[async_trait]
 impl Tool for Calculator {
     fn spec(&self) -> ToolSpec {
@@ -58,13 +69,8 @@ impl Tool for Calculator {
     }
 
     async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
-        let expr = args
-            .get("expression")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                ToolError::InvalidArguments("`expression` must be a string".to_string())
-            })?;
-        evaluate(expr)
+        let CalculatorArgs { expression } = parse_args(args)?;
+        evaluate(&expression)
             .map(|n| n.to_string())
             .map_err(|e| ToolError::Failed(e.to_string()))
     }

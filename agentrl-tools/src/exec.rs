@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::arguments::parse_args;
 use crate::sandbox::{RunOutput, Sandbox, Termination};
 
 /// Longest `command` accepted, in bytes (a single argument cannot exceed 128 KiB on Linux).
@@ -63,12 +65,24 @@ impl Default for Python {
     }
 }
 
-/// The string argument `key`, at most `max` bytes long.
-fn string_arg<'a>(args: &'a Value, key: &str, max: usize) -> Result<&'a str, ToolError> {
-    let value = args
-        .get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::InvalidArguments(format!("`{key}` must be a string")))?;
+/// The arguments of the `shell` tool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShellArgs {
+    /// The command line.
+    command: String,
+}
+
+/// The arguments of the `python` tool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PythonArgs {
+    /// The program's source code.
+    code: String,
+}
+
+/// `value`, the argument `key`, when it is at most `max` bytes long.
+fn within_limit(value: String, key: &str, max: usize) -> Result<String, ToolError> {
     if value.len() > max {
         return Err(ToolError::InvalidArguments(format!(
             "`{key}` has {} bytes, more than the limit of {max}",
@@ -118,8 +132,9 @@ impl Tool for Shell {
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let command = string_arg(&args, "command", MAX_COMMAND_BYTES)?;
-        let argv = vec!["sh".to_string(), "-c".to_string(), command.to_string()];
+        let ShellArgs { command } = parse_args(args)?;
+        let command = within_limit(command, "command", MAX_COMMAND_BYTES)?;
+        let argv = vec!["sh".to_string(), "-c".to_string(), command];
         run_in_sandbox(&self.sandbox, Self::NAME, ctx, argv, None).await
     }
 }
@@ -143,9 +158,10 @@ impl Tool for Python {
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let code = string_arg(&args, "code", MAX_CODE_BYTES)?;
+        let PythonArgs { code } = parse_args(args)?;
+        let code = within_limit(code, "code", MAX_CODE_BYTES)?;
         let argv = vec![self.interpreter.clone(), "-".to_string()];
-        let stdin = Some(code.as_bytes().to_vec());
+        let stdin = Some(code.into_bytes());
         run_in_sandbox(&self.sandbox, Self::NAME, ctx, argv, stdin).await
     }
 }

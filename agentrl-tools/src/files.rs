@@ -11,7 +11,10 @@ use std::path::PathBuf;
 
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::arguments::parse_args;
 
 /// Size limits of the file tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,11 +79,22 @@ fn path_property(what: &str) -> Value {
     json!({"type": "string", "description": format!("{what}, relative to the workspace (no `..`, not absolute).")})
 }
 
-/// The string argument `key`.
-fn string_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, ToolError> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| ToolError::InvalidArguments(format!("`{key}` must be a string")))
+/// The arguments of `read_file` and `list_dir`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PathArgs {
+    /// The file or directory, relative to the workspace.
+    path: String,
+}
+
+/// The arguments of `write_file`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    /// The file, relative to the workspace.
+    path: String,
+    /// The complete new content.
+    content: String,
 }
 
 /// Runs blocking file work off the async runtime.
@@ -108,7 +122,7 @@ impl Tool for ReadFile {
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let path = string_arg(&args, "path")?.to_string();
+        let PathArgs { path } = parse_args(args)?;
         let root = resolve::workspace_root(ctx, Self::NAME)?;
         let max = self.limits.max_read_bytes;
         blocking(move || {
@@ -157,8 +171,7 @@ impl Tool for WriteFile {
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let path = string_arg(&args, "path")?.to_string();
-        let content = string_arg(&args, "content")?.to_string();
+        let WriteArgs { path, content } = parse_args(args)?;
         let max = self.limits.max_write_bytes;
         if content.len() > max {
             return Err(ToolError::InvalidArguments(format!(
@@ -193,7 +206,7 @@ impl Tool for ListDir {
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<String, ToolError> {
-        let path = string_arg(&args, "path")?.to_string();
+        let PathArgs { path } = parse_args(args)?;
         let root = resolve::workspace_root(ctx, Self::NAME)?;
         let max = self.limits.max_list_entries;
         blocking(move || {

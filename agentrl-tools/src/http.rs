@@ -2,10 +2,14 @@
 //! the session's allowlist, answered with the status line and the (size-capped) body.
 
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use reqwest::{Client, Method};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::arguments::{any_value, parse_args};
 use crate::web::{UrlAllowlist, WebLimits, fetch, web_client};
 
 /// Methods the `http` tool sends.
@@ -33,14 +37,29 @@ impl HttpTool {
     }
 }
 
+/// The arguments of the `http` tool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpArgs {
+    /// HTTP method (GET when left out).
+    method: Option<String>,
+    /// Absolute URL.
+    url: String,
+    /// JSON body to send, `null` included.
+    #[serde(default, deserialize_with = "any_value")]
+    body: Option<Value>,
+    /// Extra request headers.
+    headers: Option<BTreeMap<String, String>>,
+}
+
 /// The request `args` describe, checked: method, URL, headers and body.
 fn request(
     client: &Client,
     allow: &UrlAllowlist,
-    args: &Value,
+    args: HttpArgs,
 ) -> Result<(reqwest::RequestBuilder, reqwest::Url), ToolError> {
     let bad = |why: String| ToolError::InvalidArguments(why);
-    let method = args.get("method").and_then(Value::as_str).unwrap_or("GET");
+    let method = args.method.as_deref().unwrap_or("GET");
     let upper = method.to_ascii_uppercase();
     if !METHODS.contains(&upper.as_str()) {
         return Err(bad(format!(
@@ -49,20 +68,10 @@ fn request(
     }
     let method = Method::from_bytes(upper.as_bytes())
         .map_err(|e| bad(format!("`method` {method:?}: {e}")))?;
-    let url = args
-        .get("url")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad("`url` must be a string".into()))?;
-    let url = allow.check(url)?;
+    let url = allow.check(&args.url)?;
     let mut builder = client.request(method, url.clone());
-    if let Some(headers) = args.get("headers") {
-        let map = headers
-            .as_object()
-            .ok_or_else(|| bad("`headers` must be an object of strings".into()))?;
-        for (name, value) in map {
-            let value = value
-                .as_str()
-                .ok_or_else(|| bad(format!("header `{name}` must be a string")))?;
+    if let Some(headers) = &args.headers {
+        for (name, value) in headers {
             let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|e| bad(format!("header name {name:?}: {e}")))?;
             if name == reqwest::header::HOST {
@@ -73,7 +82,7 @@ fn request(
             builder = builder.header(name, value);
         }
     }
-    if let Some(body) = args.get("body") {
+    if let Some(body) = &args.body {
         builder = builder.json(body);
     }
     Ok((builder, url))
@@ -111,7 +120,7 @@ impl Tool for HttpTool {
             .client
             .as_ref()
             .map_err(|e| ToolError::Failed(e.clone()))?;
-        let (builder, url) = request(client, &self.allow, &args)?;
+        let (builder, url) = request(client, &self.allow, parse_args(args)?)?;
         let fetched = fetch(builder, &url, self.limits).await?;
         let mut text = fetched.status_line();
         if let Some(location) = &fetched.location {

@@ -22,7 +22,10 @@ use std::sync::Arc;
 
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::arguments::parse_args;
 
 pub use index::{SearchDocument, SearchError, SearchHit, SearchIndex};
 pub use render::render_hits;
@@ -79,6 +82,16 @@ impl Search {
     }
 }
 
+/// The arguments of the `search` tool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    /// Words to search for.
+    query: String,
+    /// How many results to return (the tool's default when left out).
+    limit: Option<u64>,
+}
+
 /// A [`SearchError`] as a tool error: the caller's query errors are invalid arguments.
 fn tool_error(e: SearchError) -> ToolError {
     match e {
@@ -119,16 +132,11 @@ impl Tool for Search {
     }
 
     async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
-        let query = args
-            .get("query")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ToolError::InvalidArguments("`query` must be a string".into()))?
-            .to_string();
-        let limit = match args.get("limit") {
+        let SearchArgs { query, limit } = parse_args(args)?;
+        let limit = match limit {
             None => self.limits.default_results,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
+            Some(n) => usize::try_from(n)
+                .ok()
                 .filter(|n| (1..=self.limits.max_results).contains(n))
                 .ok_or_else(|| {
                     ToolError::InvalidArguments(format!(

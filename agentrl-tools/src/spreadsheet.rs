@@ -27,12 +27,16 @@ use std::sync::Arc;
 
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::arguments::{any_value, parse_args};
 
 pub use address::{CellRef, MAX_COLUMNS, MAX_ROWS, Range, column_index, column_letter};
 pub use aggregate::Aggregate;
 pub use cell::{Cell, show_number};
-pub use workbook::{SheetRow, Workbook};
+pub use table::SheetRow;
+pub use workbook::Workbook;
 
 /// Cells a `read` may return at most.
 pub const MAX_READ_CELLS: usize = 400;
@@ -41,6 +45,29 @@ const MAX_LOOKUP_ROWS: usize = 50;
 
 /// The ops, in the order the schema lists them.
 const OPS: [&str; 6] = ["sheets", "read", "lookup", "write", "append", "aggregate"];
+
+/// The arguments of the `spreadsheet` tool: the op and whichever of the rest it needs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpreadsheetArgs {
+    /// One of [`OPS`].
+    op: String,
+    /// Sheet name (may be left out when the workbook has one sheet).
+    sheet: Option<String>,
+    /// A1-style range.
+    range: Option<String>,
+    /// One cell.
+    cell: Option<String>,
+    /// Column letter or row-1 header.
+    column: Option<String>,
+    /// A cell value; `null` (an empty cell) included.
+    #[serde(default, deserialize_with = "any_value")]
+    value: Option<Value>,
+    /// Cell values from column A.
+    values: Option<Vec<Value>>,
+    /// Aggregate function name.
+    function: Option<String>,
+}
 
 /// The `spreadsheet` tool over a shared [`Workbook`].
 #[derive(Debug, Clone)]
@@ -87,6 +114,7 @@ impl Tool for Spreadsheet {
     }
 
     async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
+        let args: SpreadsheetArgs = parse_args(args)?;
         let book = Arc::clone(&self.book);
         tokio::task::spawn_blocking(move || run_op(&book, &args))
             .await
@@ -94,13 +122,11 @@ impl Tool for Spreadsheet {
     }
 }
 
-/// The string argument `key`, required by `op`.
-fn needed<'a>(args: &'a Value, key: &str, op: &str) -> Result<&'a str, ToolError> {
-    match args.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(invalid(format!("`{key}` must be a string"))),
-        None => Err(invalid(format!("op `{op}` needs the `{key}` argument"))),
-    }
+/// The string argument `key` (holding `given`), required by `op`.
+fn needed<'a>(given: &'a Option<String>, key: &str, op: &str) -> Result<&'a str, ToolError> {
+    given
+        .as_deref()
+        .ok_or_else(|| invalid(format!("op `{op}` needs the `{key}` argument")))
 }
 
 /// An invalid-arguments error.
@@ -109,8 +135,8 @@ fn invalid(message: String) -> ToolError {
 }
 
 /// Runs the op `args` asks for (blocking).
-fn run_op(book: &Workbook, args: &Value) -> Result<String, ToolError> {
-    let op = needed(args, "op", "any")?;
+fn run_op(book: &Workbook, args: &SpreadsheetArgs) -> Result<String, ToolError> {
+    let op = args.op.as_str();
     if op == "sheets" {
         return list_sheets(book);
     }
@@ -118,7 +144,7 @@ fn run_op(book: &Workbook, args: &Value) -> Result<String, ToolError> {
     let failed = ToolError::Failed;
     match op {
         "read" => {
-            let range = Range::parse(needed(args, "range", op)?).map_err(invalid)?;
+            let range = Range::parse(needed(&args.range, "range", op)?).map_err(invalid)?;
             if range.cell_count() > MAX_READ_CELLS {
                 return Err(invalid(format!(
                     "range {range} has {} cells, more than the limit of {MAX_READ_CELLS}; read \
@@ -139,7 +165,7 @@ fn run_op(book: &Workbook, args: &Value) -> Result<String, ToolError> {
             Ok(lines.join("\n"))
         }
         "lookup" => {
-            let name = needed(args, "column", op)?;
+            let name = needed(&args.column, "column", op)?;
             let column = match column_index(name) {
                 Some(c) if c < MAX_COLUMNS => c,
                 _ => book
@@ -177,14 +203,14 @@ fn run_op(book: &Workbook, args: &Value) -> Result<String, ToolError> {
             Ok(lines.join("\n"))
         }
         "write" => {
-            let at = CellRef::parse(needed(args, "cell", op)?).map_err(invalid)?;
+            let at = CellRef::parse(needed(&args.cell, "cell", op)?).map_err(invalid)?;
             let value = value_arg(args, op)?;
             let old = book.write(&sheet, at, &value).map_err(failed)?;
             Ok(format!("{at} = {value} (was {old})"))
         }
         "append" => {
-            let values = match args.get("values") {
-                Some(Value::Array(items)) if !items.is_empty() => items
+            let values = match &args.values {
+                Some(items) if !items.is_empty() => items
                     .iter()
                     .map(Cell::from_json)
                     .collect::<Result<Vec<_>, _>>()
@@ -196,8 +222,8 @@ fn run_op(book: &Workbook, args: &Value) -> Result<String, ToolError> {
             Ok(format!("appended row {row}: {}", join(&values)))
         }
         "aggregate" => {
-            let range = Range::parse(needed(args, "range", op)?).map_err(invalid)?;
-            let name = needed(args, "function", op)?;
+            let range = Range::parse(needed(&args.range, "range", op)?).map_err(invalid)?;
+            let name = needed(&args.function, "function", op)?;
             let function = Aggregate::parse(name)
                 .ok_or_else(|| invalid(format!("unknown function {name:?}")))?;
             let (value, used) = book.aggregate(&sheet, &range, function).map_err(failed)?;
@@ -221,9 +247,9 @@ fn run_op(book: &Workbook, args: &Value) -> Result<String, ToolError> {
 }
 
 /// The `sheet` argument, or the only sheet when it is left out.
-fn sheet_arg(book: &Workbook, args: &Value, op: &str) -> Result<String, ToolError> {
-    if args.get("sheet").is_some() {
-        return needed(args, "sheet", op).map(str::to_string);
+fn sheet_arg(book: &Workbook, args: &SpreadsheetArgs, op: &str) -> Result<String, ToolError> {
+    if let Some(sheet) = &args.sheet {
+        return Ok(sheet.clone());
     }
     let names = book.sheet_names().map_err(ToolError::Failed)?;
     match names.as_slice() {
@@ -236,9 +262,10 @@ fn sheet_arg(book: &Workbook, args: &Value, op: &str) -> Result<String, ToolErro
 }
 
 /// The `value` argument as a cell.
-fn value_arg(args: &Value, op: &str) -> Result<Cell, ToolError> {
+fn value_arg(args: &SpreadsheetArgs, op: &str) -> Result<Cell, ToolError> {
     let value = args
-        .get("value")
+        .value
+        .as_ref()
         .ok_or_else(|| invalid(format!("op `{op}` needs the `value` argument")))?;
     Cell::from_json(value).map_err(invalid)
 }

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use agentrl_core::{Tool, ToolContext, ToolError, ToolSpec};
 use async_trait::async_trait;
+use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::arguments::parse_args;
 
 pub(crate) use database::describe_error;
 pub use database::{SqlAccess, SqlDatabase};
@@ -61,6 +64,14 @@ impl Sql {
     }
 }
 
+/// The arguments of the `sql` tool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlArgs {
+    /// One SQLite statement.
+    query: String,
+}
+
 #[async_trait]
 impl Tool for Sql {
     fn spec(&self) -> ToolSpec {
@@ -89,12 +100,8 @@ impl Tool for Sql {
     }
 
     async fn call(&self, args: Value, _ctx: &ToolContext) -> Result<String, ToolError> {
-        let query = args
-            .get("query")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ToolError::InvalidArguments("`query` must be a string".to_string()))?
-            .trim()
-            .to_string();
+        let SqlArgs { query } = parse_args(args)?;
+        let query = query.trim().to_string();
         if query.is_empty() {
             return Err(ToolError::InvalidArguments("`query` is empty".to_string()));
         }

@@ -10,6 +10,7 @@ use agentrl_reward::{OutcomeReward, RewardConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::advantage::AdvantageEstimator;
+pub use crate::envs::{EnvConfig, EnvSource};
 
 /// A whole run: env, model, SFT warm start, RL, pipeline, evaluation and reward.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,54 +61,6 @@ fn default_reward() -> RewardConfig {
         success: 1.0,
         failure: 0.0,
     })
-}
-
-/// Which env(s) to train on: one env (`id`, in process or on `server`) or a weighted
-/// mixture (`mix`); see [`crate::envs`].
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EnvConfig {
-    /// Registry id (see `agentrl env list`), or the env's name on `server`; empty with `mix`.
-    #[serde(default)]
-    pub id: String,
-    /// Env server or controller to run the sessions on (`http://HOST:PORT`); default: in
-    /// process.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<String>,
-    /// Bearer token of `server`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
-    /// Most steps per episode: lowers a registered env's own limit (e.g. 1 for single-turn),
-    /// or sets the limit of an env only `server` knows (default 16).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_turns: Option<usize>,
-    /// Several envs, each drawn with its weight (a multi-task run); replaces `id`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mix: Vec<EnvSource>,
-}
-
-/// One env of a mixture: the fields of [`EnvConfig`] for one env, and its weight.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EnvSource {
-    /// Registry id, or the env's name on `server`.
-    pub id: String,
-    /// Env server or controller to run the sessions on; default: in process.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<String>,
-    /// Bearer token of `server`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
-    /// Most steps per episode (see [`EnvConfig::max_turns`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_turns: Option<usize>,
-    /// Relative share of the tasks (default 1).
-    #[serde(default = "default_weight")]
-    pub weight: f64,
-}
-
-fn default_weight() -> f64 {
-    1.0
 }
 
 /// The model and what bounds its episodes: [`ModelSource`] says which network (the tiny GPT's

@@ -13,7 +13,6 @@ mod chat_cli;
 mod controller_cli;
 mod env_server_cli;
 mod model_cli;
-mod tool_cli;
 
 #[derive(Parser)]
 #[command(
@@ -47,7 +46,7 @@ enum Command {
     /// Lists every tool, or calls one with JSON arguments (`tool call NAME 'JSON'`).
     Tool {
         #[command(subcommand)]
-        command: tool_cli::ToolCommand,
+        command: agentrl_tools::cli::ToolCommand,
     },
     /// Serves envs over the env HTTP protocol (AgentRL's /api routes) until Ctrl-C.
     EnvServer(env_server_cli::EnvServerArgs),
@@ -100,7 +99,9 @@ async fn run(command: Command) -> Result<()> {
         Command::Demo(args) => commands::demo(&args).await?,
         Command::Env { command } => env_cli::run(command).await?,
         Command::Reward(args) => commands::reward(&args).await?,
-        Command::Tool { command } => tool_cli::run(command).await?,
+        Command::Tool { command } => {
+            agentrl_tools::cli::run(command, &mut std::io::stdout()).await?
+        }
         Command::EnvServer(args) => env_server_cli::run(args).await?,
         Command::Controller(args) => controller_cli::run(args).await?,
         Command::Logprobs(args) => model_cli::run(&args)?,

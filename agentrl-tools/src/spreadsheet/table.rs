@@ -6,10 +6,12 @@ use rusqlite::{Connection, params_from_iter};
 
 use super::address::column_letter;
 use super::cell::Cell;
-use super::workbook::SheetRow;
 
 /// Longest sheet name.
 const MAX_NAME_CHARS: usize = 32;
+
+/// One row of a sheet: its number and cells `A..` (as many as asked for).
+pub type SheetRow = (u32, Vec<Cell>);
 
 /// The quoted table of sheet `name` (names are checked to be plain words).
 pub(crate) fn table(name: &str) -> String {

@@ -10,14 +10,11 @@ use rusqlite::Connection;
 use super::address::{CellRef, MAX_COLUMNS, Range, column_letter};
 use super::aggregate::Aggregate;
 use super::cell::Cell;
-use super::table::{check_name, insert_row, select_rows, table};
+use super::table::{SheetRow, check_name, insert_row, select_rows, table};
 use crate::sql::{SqlDatabase, describe_error};
 
 /// Time one workbook operation may take.
 const TIME_LIMIT: Duration = Duration::from_secs(2);
-
-/// One row of a sheet: its number and cells `A..` (as many as asked for).
-pub type SheetRow = (u32, Vec<Cell>);
 
 /// Named sheets backed by SQLite tables.
 #[derive(Debug)]

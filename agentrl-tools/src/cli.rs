@@ -5,17 +5,30 @@
 //! `spreadsheet` on sheets loaded from CSV files (`--sheet NAME=FILE.csv`; changes are not
 //! saved), `search` over the text files of a folder (`--corpus DIR`), and `http`/`browser`
 //! restricted to the base URLs given with `--allow` (none without it).
+//!
+//! The `agentrl` binary mounts [`ToolCommand`] as its `tool` subcommand and hands it to [`run`]
+//! (feature `cli`):
+//!
+//! ```
+//! use agentrl_tools::cli::{ToolCommand, run};
+//!
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+//! let mut out = Vec::new();
+//! rt.block_on(run(ToolCommand::List, &mut out)).unwrap();
+//! assert!(String::from_utf8(out).unwrap().starts_with("calculator\t"));
+//! ```
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentrl_core::{Error, Result, ToolCall, ToolContext};
-use agentrl_tools::{
+use crate::{
     Browser, Cell, FileLimits, HttpTool, SandboxConfig, Search, SearchDocument, SearchIndex,
     SearchLimits, Spreadsheet, Sql, SqlAccess, SqlDatabase, SqlLimits, ToolBox, ToolLimits,
     UrlAllowlist, WebLimits, Workbook, standard_toolbox,
 };
+use agentrl_core::{Error, Result, ToolCall, ToolContext};
 use clap::{Args, Subcommand};
 
 /// Time a call may take beyond the sandbox's own wall-clock limit before the ToolBox gives up.
@@ -168,13 +181,16 @@ fn corpus_index(dir: Option<&Path>) -> Result<SearchIndex> {
     SearchIndex::build(&documents).map_err(|e| Error::Config(format!("indexing the corpus: {e}")))
 }
 
-/// Runs a `tool` subcommand, printing to stdout; a failed call is an [`Error::Tool`].
-pub async fn run(command: ToolCommand) -> Result<()> {
+/// Runs a `tool` subcommand, writing what it prints to `out` (the binary passes stdout); a
+/// failed call is an [`Error::Tool`].
+pub async fn run(command: ToolCommand, out: &mut dyn Write) -> Result<()> {
+    let written = |e| Error::io("writing", "the tool output", e);
     match command {
         ToolCommand::List => {
             let toolbox = toolbox(&Resources::default())?;
             for spec in toolbox.specs() {
-                println!("{}\t{}", spec.function.name, spec.function.description);
+                writeln!(out, "{}\t{}", spec.function.name, spec.function.description)
+                    .map_err(written)?;
             }
             Ok(())
         }
@@ -198,7 +214,7 @@ pub async fn run(command: ToolCommand) -> Result<()> {
             let outcome = toolbox.dispatch(&call, &ToolContext { workspace }).await;
             let text = outcome.message.text();
             if outcome.is_ok() {
-                println!("{text}");
+                writeln!(out, "{text}").map_err(written)?;
                 return Ok(());
             }
             Err(Error::Tool {
