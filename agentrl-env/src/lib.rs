@@ -25,6 +25,8 @@
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer; [`EnvMix`] mixes several envs by
 //! weight for multi-task runs.
+//! [`check()`] checks an env the way Gymnasium's `check_env` does: reference solver,
+//! random policy and malformed actions.
 //!
 //! ```
 //! use agentrl_core::Split;
@@ -45,6 +47,7 @@
 pub mod answer;
 pub mod api_booking;
 pub mod arith_calc;
+pub mod check;
 pub mod code_fix;
 pub mod knowledge_search;
 mod local_server;
@@ -70,6 +73,7 @@ pub mod wrappers;
 
 pub use api_booking::{ApiBooking, ApiBookingEnv, BookingExpert};
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
+pub use check::{CheckReport, MalformedResult, check};
 pub use code_fix::{CodeFix, CodeFixEnv, CodeFixExpert};
 pub use knowledge_search::{KnowledgeExpert, KnowledgeSearch, KnowledgeSearchEnv};
 pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
