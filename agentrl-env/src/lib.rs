@@ -48,6 +48,8 @@ pub mod answer;
 pub mod api_booking;
 pub mod arith_calc;
 pub mod check;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod code_fix;
 pub mod knowledge_search;
 mod local_server;

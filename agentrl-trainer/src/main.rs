@@ -8,11 +8,7 @@ use agentrl_trainer::config::RunConfig;
 use agentrl_trainer::run::{Run, demo};
 use clap::{Parser, Subcommand};
 
-mod env_cli;
-
 mod chat_cli;
-mod controller_cli;
-mod env_server_cli;
 mod model_cli;
 mod tool_cli;
 
@@ -83,7 +79,7 @@ enum Command {
     /// Lists the envs (`env list`) or checks one (`env check ID [--tasks N]`).
     Env {
         #[command(subcommand)]
-        command: env_cli::EnvCommand,
+        command: agentrl_env::cli::EnvCommand,
     },
     /// Re-scores saved trajectories with the config's `[reward]` tree: one JSON line per
     /// trajectory ({task_id, group_id, total, parts}); bad lines and a summary go to stderr.
@@ -107,9 +103,9 @@ enum Command {
         command: tool_cli::ToolCommand,
     },
     /// Serves envs over the env HTTP protocol (AgentRL's /api routes) until Ctrl-C.
-    EnvServer(env_server_cli::EnvServerArgs),
+    EnvServer(agentrl_env::cli::EnvServerArgs),
     /// Runs the central controller that routes env sessions to registered env servers.
-    Controller(controller_cli::ControllerArgs),
+    Controller(agentrl_env::cli::ControllerArgs),
     /// Prints, as JSON, the log-probability of each token id given its prefix under a Llama
     /// model (checkpoint directory, .safetensors or .gguf).
     Logprobs(model_cli::LogprobsArgs),
@@ -249,7 +245,7 @@ async fn run(command: Command) -> Result<()> {
             );
             println!("summary: {}", run_dir.join("summary.json").display());
         }
-        Command::Env { command } => env_cli::run(command).await?,
+        Command::Env { command } => agentrl_env::cli::run_env_command(command).await?,
         Command::Reward {
             config,
             trajectories,
@@ -266,8 +262,8 @@ async fn run(command: Command) -> Result<()> {
             agentrl_trainer::rescore::run_rescore(&args, &mut std::io::stderr()).await?;
         }
         Command::Tool { command } => tool_cli::run(command).await?,
-        Command::EnvServer(args) => env_server_cli::run(args).await?,
-        Command::Controller(args) => controller_cli::run(args).await?,
+        Command::EnvServer(args) => agentrl_env::cli::run_env_server(args).await?,
+        Command::Controller(args) => agentrl_env::cli::run_controller(args).await?,
         Command::Logprobs(args) => model_cli::run(&args)?,
         Command::Chat(args) => chat_cli::run(&args)?,
         Command::Serve(args) => agentrl_trainer::serve::run(args).await?,
