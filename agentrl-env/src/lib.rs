@@ -38,6 +38,8 @@
 //!
 //! [`SelfCorrect`] gives retries after a wrong final answer; [`EnvMix`] mixes several envs by
 //! weight for multi-task runs.
+//! [`check()`] checks an env the way Gymnasium's `check_env` does: reference solver,
+//! random policy and malformed actions.
 //!
 //! ```
 //! use agentrl_core::Split;
@@ -59,6 +61,9 @@ pub mod answer;
 #[cfg(feature = "web-envs")]
 pub mod api_booking;
 pub mod arith_calc;
+pub mod check;
+#[cfg(feature = "cli")]
+pub mod cli;
 #[cfg(feature = "shell-envs")]
 pub mod code_fix;
 pub mod demonstrator;
@@ -98,6 +103,7 @@ pub mod wrappers;
 #[cfg(feature = "web-envs")]
 pub use api_booking::{ApiBooking, ApiBookingEnv, BookingExpert};
 pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
+pub use check::{CheckReport, MalformedResult, check};
 #[cfg(feature = "shell-envs")]
 pub use code_fix::{CodeFix, CodeFixEnv, CodeFixExpert};
 pub use demonstrator::DemonstratorKnobs;

@@ -7,11 +7,7 @@ use agentrl_trainer::commands;
 use agentrl_trainer::rescore::RescoreArgs;
 use clap::{Parser, Subcommand};
 
-mod env_cli;
-
 mod chat_cli;
-mod controller_cli;
-mod env_server_cli;
 mod model_cli;
 
 #[derive(Parser)]
@@ -38,7 +34,7 @@ enum Command {
     /// Lists the envs (`env list`) or checks one (`env check ID [--tasks N]`).
     Env {
         #[command(subcommand)]
-        command: env_cli::EnvCommand,
+        command: agentrl_env::cli::EnvCommand,
     },
     /// Re-scores saved trajectories with the config's `[reward]` tree: one JSON line per
     /// trajectory ({task_id, group_id, total, parts}); bad lines and a summary go to stderr.
@@ -49,9 +45,9 @@ enum Command {
         command: agentrl_tools::cli::ToolCommand,
     },
     /// Serves envs over the env HTTP protocol (AgentRL's /api routes) until Ctrl-C.
-    EnvServer(env_server_cli::EnvServerArgs),
+    EnvServer(agentrl_env::cli::EnvServerArgs),
     /// Runs the central controller that routes env sessions to registered env servers.
-    Controller(controller_cli::ControllerArgs),
+    Controller(agentrl_env::cli::ControllerArgs),
     /// Prints, as JSON, the log-probability of each token id given its prefix under a Llama
     /// model (checkpoint directory, .safetensors or .gguf).
     Logprobs(model_cli::LogprobsArgs),
@@ -97,13 +93,13 @@ async fn run(command: Command) -> Result<()> {
         Command::Train(args) => commands::train(&args).await?,
         Command::Eval(args) => commands::eval(&args).await?,
         Command::Demo(args) => commands::demo(&args).await?,
-        Command::Env { command } => env_cli::run(command).await?,
+        Command::Env { command } => agentrl_env::cli::run_env_command(command).await?,
         Command::Reward(args) => commands::reward(&args).await?,
         Command::Tool { command } => {
             agentrl_tools::cli::run(command, &mut std::io::stdout()).await?
         }
-        Command::EnvServer(args) => env_server_cli::run(args).await?,
-        Command::Controller(args) => controller_cli::run(args).await?,
+        Command::EnvServer(args) => agentrl_env::cli::run_env_server(args).await?,
+        Command::Controller(args) => agentrl_env::cli::run_controller(args).await?,
         Command::Logprobs(args) => model_cli::run(&args)?,
         Command::Chat(args) => chat_cli::run(&args)?,
         Command::Serve(args) => agentrl_trainer::serve::run(args).await?,

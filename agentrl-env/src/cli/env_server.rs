@@ -1,15 +1,17 @@
-//! `agentrl env-server`: serves registered envs over the env HTTP protocol until Ctrl-C.
+//! `serve` (`agentrl-env serve`, `agentrl env-server`): serves registered envs over the env HTTP
+//! protocol until Ctrl-C.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentrl_core::{Error, Result};
-use agentrl_env::EnvFactory;
-use agentrl_env::protocol::{ServerConfig, WorkerRegistration, register_worker, serve};
 use clap::Args;
 
-/// Arguments of `agentrl env-server`.
+use crate::protocol::{ServerConfig, WorkerRegistration, register_worker, serve};
+use crate::{EnvFactory, lookup};
+
+/// Arguments of `agentrl-env serve` and `agentrl env-server`.
 #[derive(Args, Debug, Clone)]
 pub struct EnvServerArgs {
     /// Env ids to serve (repeat the flag or separate ids with commas).
@@ -44,7 +46,7 @@ pub struct EnvServerArgs {
 }
 
 /// Serves `args.envs` until Ctrl-C, then lets requests in flight finish.
-pub async fn run(args: EnvServerArgs) -> Result<()> {
+pub async fn run_env_server(args: EnvServerArgs) -> Result<()> {
     if args.session_ttl_secs == 0 {
         return Err(Error::Config(
             "--session-ttl-secs must be at least 1".into(),
@@ -53,7 +55,7 @@ pub async fn run(args: EnvServerArgs) -> Result<()> {
     let envs = args
         .envs
         .iter()
-        .map(|id| agentrl_env::lookup(id.trim()))
+        .map(|id| lookup(id.trim()))
         .collect::<Result<Vec<Arc<dyn EnvFactory>>>>()?;
     let config = ServerConfig {
         worker_id: format!("env-server@{}", args.addr),
@@ -102,14 +104,7 @@ pub async fn run(args: EnvServerArgs) -> Result<()> {
         },
         args.session_ttl_secs
     );
-    handle
-        .shutdown_on(async {
-            if let Err(e) = tokio::signal::ctrl_c().await {
-                tracing::warn!("cannot listen for Ctrl-C ({e}); serving until killed");
-                std::future::pending::<()>().await;
-            }
-        })
-        .await?;
+    handle.shutdown_on(super::ctrl_c()).await?;
     println!("env server stopped");
     Ok(())
 }

@@ -1,97 +1,166 @@
-//! `agentrl env`: list the registered envs, and check one: reference solver and random-policy
-//! success rates on test tasks, and malformed actions answered with error observations.
+//! A Gymnasium-style env checker (`check_env`): plays the reference solver and a random policy
+//! on test tasks, then sends malformed actions, and reports what happened in a [`CheckReport`].
+//!
+//! ```
+//! use agentrl_env::{check, lookup};
+//!
+//! let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+//! let report = runtime.block_on(check(lookup("maze")?, 5))?;
+//! assert!(report.passed(), "{report}");
+//! print!("{report}"); // the lines `agentrl env check maze --tasks 5` prints
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+use std::fmt;
 use std::sync::Arc;
 
-use agentrl_core::{Env, Error, Message, Result, SeededRng, Split, Step, ToolCall, ToolSpec};
-use agentrl_env::{EnvFactory, env_ids, lookup, run_solver_episode};
-use clap::Subcommand;
+use agentrl_core::{Error, Message, Result, SeededRng, Split, Step, ToolCall, ToolSpec};
 use serde_json::{Value, json};
 
-/// Success rate the reference solver must reach for `env check` to pass.
-const MIN_SOLVER_SUCCESS: f64 = 0.95;
+use crate::{EnvFactory, run_solver_episode};
+
+/// Success rate the reference solver must reach for a check to pass.
+pub const MIN_SOLVER_SUCCESS: f64 = 0.95;
 
 /// Seed of the random policy.
 const RANDOM_SEED: u64 = 7;
 
-/// The `agentrl env` subcommands.
-#[derive(Subcommand, Debug)]
-pub enum EnvCommand {
-    /// List the env ids, each with a one-line description.
-    List,
-    /// Run the reference solver and a random policy on test tasks, then malformed actions;
-    /// fails if the solver is below 0.95 or a malformed action is not answered with an error.
-    Check {
-        /// Env id.
-        id: String,
-        /// Number of test tasks for each policy.
-        #[arg(long, default_value_t = 100)]
-        tasks: u64,
-    },
+/// What the env answered to one malformed action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MalformedResult {
+    /// What is wrong with the action, e.g. `unknown tool name`.
+    pub label: &'static str,
+    /// `Ok` with the env's invalid-action reason when it answered with an error observation and
+    /// went on; `Err` with what went wrong otherwise (an env error, a crash, no flag).
+    pub outcome: std::result::Result<String, String>,
 }
 
-/// Runs an `agentrl env` subcommand, printing to stdout.
-pub async fn run(command: EnvCommand) -> Result<()> {
-    match command {
-        EnvCommand::List => {
-            for id in env_ids() {
-                println!("{id:<16} {}", lookup(id)?.description());
+/// The results of [`check`] on one env.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckReport {
+    /// Id of the checked env.
+    pub env_id: String,
+    /// Number of test tasks each policy played.
+    pub tasks: u64,
+    /// Share of the test tasks the reference solver solved.
+    pub solver_success: f64,
+    /// Env errors met by the reference solver, as `task ID: ERROR` (each counted as a failure).
+    pub solver_errors: Vec<String>,
+    /// Share of the test tasks a uniformly random policy solved (informative; never fails).
+    pub random_success: f64,
+    /// What the env answered to each malformed action, in the order they were sent.
+    pub malformed: Vec<MalformedResult>,
+}
+
+impl CheckReport {
+    /// Whether the env passed: solver success at least [`MIN_SOLVER_SUCCESS`] and every
+    /// malformed action answered with an error observation.
+    pub fn passed(&self) -> bool {
+        self.failures().is_empty()
+    }
+
+    /// One line per failed part: the solver's success first, then each malformed action.
+    pub fn failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        if self.solver_success < MIN_SOLVER_SUCCESS {
+            failures.push(format!(
+                "reference solver success {:.3} is below {MIN_SOLVER_SUCCESS}",
+                self.solver_success
+            ));
+        }
+        for result in &self.malformed {
+            if let Err(why) = &result.outcome {
+                failures.push(format!("{}: {why}", result.label));
             }
+        }
+        failures
+    }
+
+    /// `Ok` when the env passed, else an env error listing every failure.
+    pub fn ensure_passed(&self) -> Result<()> {
+        let failures = self.failures();
+        if failures.is_empty() {
             Ok(())
+        } else {
+            Err(Error::env(
+                &self.env_id,
+                format!("check failed: {}", failures.join("; ")),
+            ))
         }
-        EnvCommand::Check { id, tasks } => check(&id, tasks).await,
     }
 }
 
-/// The whole `env check`: prints every result, then fails if any part failed.
-async fn check(id: &str, tasks: u64) -> Result<()> {
-    let factory = lookup(id)?;
-    let tasks = tasks.max(1);
-    let solver_rate = solver_success(&*factory, tasks).await;
-    println!("reference solver: success {solver_rate:.3} on {tasks} test tasks");
-    let random_rate = random_success(&*factory, tasks).await?;
-    println!("random policy:    success {random_rate:.3} on {tasks} test tasks");
-    let mut failures = Vec::new();
-    if solver_rate < MIN_SOLVER_SUCCESS {
-        failures.push(format!(
-            "reference solver success {solver_rate:.3} is below {MIN_SOLVER_SUCCESS}"
-        ));
-    }
-    for (label, action) in malformed_actions(first_tool(&*factory).await?) {
-        match malformed_step(&factory, action).await {
-            Ok(reason) => {
-                println!("malformed action ({label}): error observation, no crash ({reason})")
-            }
-            Err(why) => {
-                println!("malformed action ({label}): FAILED: {why}");
-                failures.push(format!("{label}: {why}"));
+/// The lines `agentrl env check` prints: solver errors, both success rates, one line per
+/// malformed action and, when the env passed, `ID: ok`.
+impl fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for error in &self.solver_errors {
+            writeln!(f, "reference solver: {error}")?;
+        }
+        let (solver, random, tasks) = (self.solver_success, self.random_success, self.tasks);
+        writeln!(
+            f,
+            "reference solver: success {solver:.3} on {tasks} test tasks"
+        )?;
+        writeln!(
+            f,
+            "random policy:    success {random:.3} on {tasks} test tasks"
+        )?;
+        for MalformedResult { label, outcome } in &self.malformed {
+            match outcome {
+                Ok(reason) => writeln!(
+                    f,
+                    "malformed action ({label}): error observation, no crash ({reason})"
+                )?,
+                Err(why) => writeln!(f, "malformed action ({label}): FAILED: {why}")?,
             }
         }
-    }
-    if failures.is_empty() {
-        println!("{id}: ok");
+        if self.passed() {
+            writeln!(f, "{}: ok", self.env_id)?;
+        }
         Ok(())
-    } else {
-        Err(Error::env(
-            id,
-            format!("check failed: {}", failures.join("; ")),
-        ))
     }
 }
 
-/// Share of the first `tasks` test tasks the reference solver solves (an env error counts as
-/// a failure and is printed).
-async fn solver_success(factory: &dyn EnvFactory, tasks: u64) -> f64 {
+/// Checks `factory` on its first `tasks` test tasks (at least one): the reference solver's and
+/// a random policy's success rates, and four malformed actions (arguments that are not JSON, an
+/// unknown tool, wrong argument types, an empty message), each sent to a fresh session.
+///
+/// Errors only when the env cannot be played at all (a reset or a random step fails); a solver
+/// below [`MIN_SOLVER_SUCCESS`] or a badly answered malformed action is a failure in the report.
+pub async fn check(factory: Arc<dyn EnvFactory>, tasks: u64) -> Result<CheckReport> {
+    let tasks = tasks.max(1);
+    let (solver_success, solver_errors) = solver_success(&*factory, tasks).await;
+    let random_success = random_success(&*factory, tasks).await?;
+    let mut malformed = Vec::new();
+    for (label, action) in malformed_actions(first_tool(&*factory).await?) {
+        let outcome = malformed_step(&factory, action).await;
+        malformed.push(MalformedResult { label, outcome });
+    }
+    Ok(CheckReport {
+        env_id: factory.id().to_string(),
+        tasks,
+        solver_success,
+        solver_errors,
+        random_success,
+        malformed,
+    })
+}
+
+/// Share of the first `tasks` test tasks the reference solver solves, and the env errors it
+/// met (each counted as a failure).
+async fn solver_success(factory: &dyn EnvFactory, tasks: u64) -> (f64, Vec<String>) {
     let mut solver = factory.solver(0);
     let mut solved = 0u64;
+    let mut errors = Vec::new();
     for index in 0..tasks {
         let task = factory.task(Split::Test, index);
         match run_solver_episode(factory, &mut *solver, &task).await {
             Ok(episode) => solved += u64::from(episode.success),
-            Err(e) => println!("reference solver: task {}: {e}", task.id),
+            Err(e) => errors.push(format!("task {}: {e}", task.id)),
         }
     }
-    solved as f64 / tasks as f64
+    (solved as f64 / tasks as f64, errors)
 }
 
 /// Share of the first `tasks` test tasks a uniformly random policy solves.

@@ -1,10 +1,10 @@
-//! Load benchmark of the env protocol: one `agentrl controller` process in front of four
-//! `agentrl env-server` processes on loopback holds 1,000 `arith-calc` sessions open at once,
+//! Load benchmark of the env protocol: one `agentrl-env controller` process in front of four
+//! `agentrl-env serve` processes on loopback holds 1,000 `arith-calc` sessions open at once,
 //! then every session is played to the end by the reference solver through the controller.
 //!
 //! It checks that no session is lost or mixed up (each one sees its own task, its own tool
 //! results and reward 1) and prints sessions per second and interact latency percentiles.
-//! Run it with `cargo xtask bench` (or `cargo bench -p agentrl-trainer --bench env_load`);
+//! Run it with `cargo xtask bench` (or `cargo bench -p agentrl-env --features cli --bench env_load`);
 //! `AGENTRL_LOAD_SESSIONS` and `AGENTRL_LOAD_SERVERS` change the load.
 
 use std::io::{BufRead, BufReader};
@@ -29,10 +29,10 @@ impl Drop for Process {
     }
 }
 
-/// Starts `agentrl ARGS` and waits for the stdout line that contains `marker`; returns the
+/// Starts `agentrl-env ARGS` and waits for the stdout line that contains `marker`; returns the
 /// process and the `http://...` address printed on that line.
 fn start(args: &[&str], marker: &str) -> Result<(Process, String), String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentrl"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentrl-env"))
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -41,16 +41,16 @@ fn start(args: &[&str], marker: &str) -> Result<(Process, String), String> {
             std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
         )
         .spawn()
-        .map_err(|e| format!("starting agentrl {args:?}: {e}"))?;
+        .map_err(|e| format!("starting agentrl-env {args:?}: {e}"))?;
     let stdout: ChildStdout = child
         .stdout
         .take()
-        .ok_or_else(|| format!("agentrl {args:?}: no stdout"))?;
+        .ok_or_else(|| format!("agentrl-env {args:?}: no stdout"))?;
     let process = Process(child);
     let mut lines = BufReader::new(stdout).lines();
     let mut address = None;
     for line in lines.by_ref() {
-        let line = line.map_err(|e| format!("reading agentrl {args:?}: {e}"))?;
+        let line = line.map_err(|e| format!("reading agentrl-env {args:?}: {e}"))?;
         if let Some(at) = line.find("http://") {
             let rest = &line[at..];
             let end = rest.find([' ', ')']).unwrap_or(rest.len());
@@ -61,11 +61,11 @@ fn start(args: &[&str], marker: &str) -> Result<(Process, String), String> {
             std::thread::spawn(move || lines.for_each(drop));
             return address
                 .map(|a| (process, a))
-                .ok_or_else(|| format!("agentrl {args:?} printed no address"));
+                .ok_or_else(|| format!("agentrl-env {args:?} printed no address"));
         }
     }
     Err(format!(
-        "agentrl {args:?} exited before printing `{marker}`"
+        "agentrl-env {args:?} exited before printing `{marker}`"
     ))
 }
 
@@ -187,7 +187,7 @@ fn main() -> Result<(), String> {
     for _ in 0..servers {
         let (worker, _) = start(
             &[
-                "env-server",
+                "serve",
                 "--env",
                 ENV,
                 "--addr",

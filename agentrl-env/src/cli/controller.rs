@@ -1,13 +1,15 @@
-//! `agentrl controller`: the central controller in front of env servers, until Ctrl-C.
+//! `controller` (`agentrl-env controller`, `agentrl controller`): the central controller in front
+//! of env servers, until Ctrl-C.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use agentrl_core::{Error, Result};
-use agentrl_env::protocol::{ControllerConfig, serve_controller};
 use clap::Args;
 
-/// Arguments of `agentrl controller`.
+use crate::protocol::{ControllerConfig, serve_controller};
+
+/// Arguments of `agentrl-env controller` and `agentrl controller`.
 #[derive(Args, Debug, Clone)]
 pub struct ControllerArgs {
     /// Address to listen on; port 0 picks a free port (the bound address is printed).
@@ -25,7 +27,7 @@ pub struct ControllerArgs {
 }
 
 /// Runs the controller until Ctrl-C, then lets requests in flight finish.
-pub async fn run(args: ControllerArgs) -> Result<()> {
+pub async fn run_controller(args: ControllerArgs) -> Result<()> {
     if args.heartbeat_timeout_secs == 0 || args.session_ttl_secs == 0 {
         return Err(Error::Config(
             "--heartbeat-timeout-secs and --session-ttl-secs must be at least 1".into(),
@@ -48,14 +50,7 @@ pub async fn run(args: ControllerArgs) -> Result<()> {
         args.heartbeat_timeout_secs,
         args.session_ttl_secs
     );
-    handle
-        .shutdown_on(async {
-            if let Err(e) = tokio::signal::ctrl_c().await {
-                tracing::warn!("cannot listen for Ctrl-C ({e}); serving until killed");
-                std::future::pending::<()>().await;
-            }
-        })
-        .await?;
+    handle.shutdown_on(super::ctrl_c()).await?;
     println!("controller stopped");
     Ok(())
 }
