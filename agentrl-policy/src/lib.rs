@@ -39,6 +39,8 @@ pub mod tokenizer;
 #[cfg(feature = "tch")]
 pub mod decode;
 #[cfg(feature = "tch")]
+pub mod device;
+#[cfg(feature = "tch")]
 pub mod gpt;
 #[cfg(feature = "tch")]
 pub mod tch_policy;

@@ -25,7 +25,6 @@ pub mod checkpoint;
 pub mod config;
 pub mod critic;
 pub mod demos;
-pub mod device;
 pub mod envs;
 pub mod eval;
 pub mod judge;

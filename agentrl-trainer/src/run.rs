@@ -12,7 +12,6 @@ use tch::Device;
 use crate::checkpoint::read_latest;
 use crate::config::RunConfig;
 use crate::demos::collect_demonstrations;
-pub use crate::device::{config_device, default_device};
 use crate::eval::{EvalReport, evaluate};
 use crate::learner::Learner;
 use crate::metrics::{MetricsWriter, read_metrics};
@@ -20,6 +19,7 @@ use crate::pipeline::{RlRun, RlSummary, train_rl};
 use crate::pretrained::{load_chat_format, load_llama, model_name};
 use crate::rollout::RolloutContext;
 use crate::weight_sync::{ServerPush, WeightSync};
+pub use agentrl_policy::device::{config_device, default_device};
 
 /// A configured run: its config, env, chat format, device and directory.
 pub struct Run {
