@@ -37,6 +37,8 @@ pub mod sampling;
 pub mod tokenizer;
 
 #[cfg(feature = "tch")]
+pub mod checkpoint;
+#[cfg(feature = "tch")]
 pub mod decode;
 #[cfg(feature = "tch")]
 pub mod device;

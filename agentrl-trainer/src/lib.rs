@@ -21,7 +21,6 @@
 
 pub mod advantage;
 pub mod batch;
-pub mod checkpoint;
 pub mod config;
 pub mod critic;
 pub mod demos;

@@ -10,9 +10,9 @@ use agentrl_policy::llama::{Dtype, Llama};
 use agentrl_policy::{ChatFormat, TinyChatFormat, TinyGpt};
 use tch::{Device, nn};
 
-use crate::checkpoint::{checkpoint_dir, read_latest};
 use crate::config::RunConfig;
 pub use crate::pretrained::{is_gguf, load_chat_format, load_llama};
+use agentrl_policy::checkpoint::{checkpoint_dir, read_latest};
 
 /// Loads a Llama-family model and its chat format from a `.gguf` file (weights, tokenizer and
 /// template all come from it) or a Hugging Face directory (`config.json`, safetensors weights,
