@@ -45,6 +45,8 @@ pub mod device;
 #[cfg(feature = "tch")]
 pub mod gpt;
 #[cfg(feature = "tch")]
+pub mod load;
+#[cfg(feature = "tch")]
 pub mod tch_policy;
 
 pub use chat::{ChatFormat, ParsedAction, TinyChatFormat};

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use agentrl_core::{Error, Message, Result, SamplingParams, SeededRng};
 use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::{Dtype, Llama};
+use agentrl_policy::load::{load_chat_format, load_llama};
 use agentrl_policy::{ChatFormat, PolicyModel};
-use agentrl_trainer::pretrained::{load_chat_format, load_llama};
 use clap::Args;
 use tch::Device;
 

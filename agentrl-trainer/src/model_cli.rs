@@ -55,7 +55,7 @@ pub fn parse_ids(text: &str) -> Result<Vec<i64>> {
 
 /// Loads the model at `path` on the CPU in `dtype`.
 pub fn load_model(path: &Path, dtype: Dtype) -> Result<Llama> {
-    let (_vs, model) = agentrl_trainer::model_load::load_llama(path, Device::Cpu, dtype)?;
+    let (_vs, model) = agentrl_policy::load::load_llama(path, Device::Cpu, dtype)?;
     Ok(model)
 }
 

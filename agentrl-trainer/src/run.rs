@@ -15,11 +15,11 @@ use crate::eval::{EvalReport, evaluate};
 use crate::learner::Learner;
 use crate::metrics::{MetricsWriter, read_metrics};
 use crate::pipeline::{RlRun, RlSummary, train_rl};
-use crate::pretrained::{load_chat_format, load_llama, model_name};
 use crate::rollout::RolloutContext;
 use crate::weight_sync::{ServerPush, WeightSync};
 use agentrl_policy::checkpoint::{checkpoint_dir, read_latest};
 pub use agentrl_policy::device::{config_device, default_device};
+use agentrl_policy::load::{load_chat_format, load_llama, model_name};
 
 /// A configured run: its config, env, chat format, device and directory.
 pub struct Run {

@@ -15,11 +15,11 @@ use agentrl_core::{
 };
 use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::{Dtype, LoraConfig, save_adapters};
+use agentrl_policy::load::{load_llama, load_llama_chat, load_tiny};
 use agentrl_policy::{
     ApiFlavor, ChatFormat, CrossPolicy, HttpPolicy, HttpPolicyConfig, TchPolicy, TinyChatFormat,
 };
 use agentrl_trainer::learner::Learner;
-use agentrl_trainer::model_load::{load_llama, load_llama_chat, load_tiny};
 use agentrl_trainer::rollout::{RolloutContext, run_many};
 use agentrl_trainer::serve::{ServeState, ServedModel};
 use serde_json::{Value, json};
@@ -118,7 +118,7 @@ fn http(base: &str, flavor: ApiFlavor, name: Option<&str>) -> HttpPolicy {
 }
 
 fn direct(path: &std::path::Path) -> TchPolicy {
-    let (vs, model, _) = load_tiny(path, None, Device::Cpu).unwrap();
+    let (vs, model) = load_tiny(path, None, Device::Cpu).unwrap();
     TchPolicy::spawn(vs, model, 16, 0).unwrap()
 }
 
@@ -271,7 +271,7 @@ async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
     let f = fixture();
     let (base, _state) = start(&f.tool).await;
     let fmt = TinyChatFormat::new();
-    let (vs, model, _) = load_tiny(&f.tool, None, Device::Cpu).unwrap();
+    let (vs, model) = load_tiny(&f.tool, None, Device::Cpu).unwrap();
     let local =
         TchPolicy::spawn_with_detokenizer(vs, model, 16, 0, Arc::new(move |ids| fmt.decode(ids)))
             .unwrap();

@@ -16,7 +16,7 @@ use agentrl_policy::{
 };
 use tch::{Device, Kind, nn};
 
-use crate::model_load::{
+use agentrl_policy::load::{
     is_agentrl_checkpoint, is_gguf, load_llama, load_llama_chat, load_tiny, tiny_weights_file,
 };
 
@@ -160,7 +160,7 @@ impl ServedModel {
                     "--dtype {dtype}: AgentRL's tiny models are served in f32 only"
                 )));
             }
-            let (vs, model, _run) = load_tiny(path, config, device)?;
+            let (vs, model) = load_tiny(path, config, device)?;
             return Self::tiny(&name, vs, model, max_batch, seed);
         }
         if is_gguf(path) || path.join("config.json").is_file() {
