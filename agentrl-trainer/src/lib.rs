@@ -36,5 +36,4 @@ pub mod progress;
 pub mod rescore;
 pub mod rollout;
 pub mod run;
-pub mod serve;
 pub mod weight_sync;

@@ -11,7 +11,6 @@ use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 
 use agentrl_core::{Generation, GenerationRequest, SamplingParams, TokenId};
-use agentrl_policy::GenerationStream;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{self, Stream};
 use serde_json::{Value, json};
@@ -21,6 +20,7 @@ use super::handlers::{
     Shared, chat_message, finish_name, now_secs, output_text, stop_reason, usage,
 };
 use super::model::Codec;
+use crate::GenerationStream;
 
 /// The text of a growing generation, released in safe pieces.
 struct TextDeltas {

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use agentrl_core::{FinishReason, Generation, GenerationRequest, Policy, SamplingParams, TokenId};
-use agentrl_policy::ParsedAction;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -17,6 +16,7 @@ use super::api::{
 };
 use super::stream::{self, Shape, check_streamable};
 use super::{Codec, ServeState};
+use crate::ParsedAction;
 
 /// The state handlers receive.
 pub(crate) type Shared = Arc<ServeState>;
