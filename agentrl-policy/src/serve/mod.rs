@@ -22,6 +22,7 @@
 //! process can read, so keep such a server on 127.0.0.1 or a trusted network.
 
 pub mod admin;
+mod answer;
 pub mod api;
 pub mod chat;
 pub mod handlers;
@@ -79,6 +80,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub api_key: Option<String>,
 }
+
+/// The state the route handlers receive.
+pub type Shared = Arc<ServeState>;
 
 /// Shared state of the server.
 pub struct ServeState {
