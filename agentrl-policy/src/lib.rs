@@ -6,7 +6,11 @@
 //! token-exact across turns), token sampling, remote policies ([`HttpPolicy`] over
 //! OpenAI-compatible servers, [`RouterPolicy`] over several of them, [`CrossPolicy`] mixing
 //! policies per turn), and — with the default `tch` feature — the [`TinyGpt`] transformer and
-//! [`TchPolicy`], a batched async [`agentrl_core::Policy`].
+//! [`TchPolicy`], a batched async [`agentrl_core::Policy`], Llama-family models ([`llama`]),
+//! model loading with chat formats and AgentRL's own checkpoints ([`load`], [`checkpoint`]) and
+//! the choice of device ([`device`]). The `serve` feature adds [`serve`]: `agentrl serve` (an
+//! OpenAI-compatible HTTP server for a model), `agentrl chat` and `agentrl logprobs`, each a clap
+//! `Args` struct and a `run` function any binary can call.
 //!
 //! ```
 //! use agentrl_core::{Message, ToolCall};
@@ -37,9 +41,17 @@ pub mod sampling;
 pub mod tokenizer;
 
 #[cfg(feature = "tch")]
+pub mod checkpoint;
+#[cfg(feature = "tch")]
 pub mod decode;
 #[cfg(feature = "tch")]
+pub mod device;
+#[cfg(feature = "tch")]
 pub mod gpt;
+#[cfg(feature = "tch")]
+pub mod load;
+#[cfg(feature = "serve")]
+pub mod serve;
 #[cfg(feature = "tch")]
 pub mod tch_policy;
 

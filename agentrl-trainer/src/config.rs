@@ -755,7 +755,7 @@ impl RunConfig {
             }
         }
         if let Some(device) = &self.device {
-            crate::device::parse_device_name(device)?;
+            agentrl_policy::device::parse_device_name(device)?;
         }
         if self.torch_threads < 1 {
             return Err("torch_threads must be at least 1".into());

@@ -78,7 +78,7 @@ impl Critic {
             .map(|(name, t)| (name, t.detach()))
             .collect();
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
-        crate::checkpoint::save_tensors(&tensors, path)
+        agentrl_policy::checkpoint::save_tensors(&tensors, path)
     }
 
     /// Restores weights written by [`Critic::save`]; every trainable weight must be in the file

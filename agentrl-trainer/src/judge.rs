@@ -97,7 +97,7 @@ pub fn tch_judge(
     seed: u64,
     max_new_tokens: usize,
 ) -> Result<PolicyJudge> {
-    let mut vs = nn::VarStore::new(crate::device::default_device());
+    let mut vs = nn::VarStore::new(agentrl_policy::device::default_device());
     let gpt = TinyGpt::new(&vs.root(), model.gpt(format.vocab_size())?)?;
     vs.load(checkpoint).map_err(|e| {
         Error::Config(format!(

@@ -12,8 +12,8 @@ use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
 pub use crate::batch::{PackedBatch, pack};
 use crate::batch::{pack_chunks, trained_tokens};
-use crate::checkpoint;
 pub use crate::model_spec::ModelSpec;
+use agentrl_policy::checkpoint;
 
 /// Statistics of one update.
 #[derive(Debug, Clone, Default, serde::Serialize)]

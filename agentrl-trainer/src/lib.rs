@@ -25,25 +25,20 @@
 
 pub mod advantage;
 pub mod batch;
-pub mod checkpoint;
 pub mod commands;
 pub mod config;
 pub mod critic;
 pub mod demos;
-pub mod device;
 pub mod envs;
 pub mod eval;
 pub mod judge;
 pub mod learner;
 pub mod metrics;
-pub mod model_load;
 pub mod model_spec;
 pub mod pipeline;
 pub mod plot;
-pub mod pretrained;
 pub mod progress;
 pub mod rescore;
 pub mod rollout;
 pub mod run;
-pub mod serve;
 pub mod weight_sync;

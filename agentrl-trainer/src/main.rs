@@ -7,9 +7,6 @@ use agentrl_trainer::commands;
 use agentrl_trainer::rescore::RescoreArgs;
 use clap::{Parser, Subcommand};
 
-mod chat_cli;
-mod model_cli;
-
 #[derive(Parser)]
 #[command(
     name = "agentrl",
@@ -50,13 +47,13 @@ enum Command {
     Controller(agentrl_env::cli::ControllerArgs),
     /// Prints, as JSON, the log-probability of each token id given its prefix under a Llama
     /// model (checkpoint directory, .safetensors or .gguf).
-    Logprobs(model_cli::LogprobsArgs),
+    Logprobs(agentrl_policy::serve::logprobs::LogprobsArgs),
     /// Greedily answers one user message with a Llama-family model (.gguf file or Hugging
     /// Face directory), using the model's own tokenizer and chat template.
-    Chat(chat_cli::ChatArgs),
+    Chat(agentrl_policy::serve::chat::ChatArgs),
     /// Serves a model over an OpenAI-compatible HTTP API (completions with token ids and
     /// logprobs, chat with tools, weight reloads) until Ctrl-C.
-    Serve(agentrl_trainer::serve::ServeArgs),
+    Serve(agentrl_policy::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -100,9 +97,11 @@ async fn run(command: Command) -> Result<()> {
         }
         Command::EnvServer(args) => agentrl_env::cli::run_env_server(args).await?,
         Command::Controller(args) => agentrl_env::cli::run_controller(args).await?,
-        Command::Logprobs(args) => model_cli::run(&args)?,
-        Command::Chat(args) => chat_cli::run(&args)?,
-        Command::Serve(args) => agentrl_trainer::serve::run(args).await?,
+        Command::Logprobs(args) => {
+            agentrl_policy::serve::logprobs::run(&args, &mut std::io::stdout())?
+        }
+        Command::Chat(args) => agentrl_policy::serve::chat::run(&args, &mut std::io::stdout())?,
+        Command::Serve(args) => agentrl_policy::serve::run(args).await?,
     }
     Ok(())
 }

@@ -17,13 +17,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::advantage::{advantages, gae, normalize_per_task, whiten};
-use crate::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
 use crate::config::RunConfig;
 use crate::critic::{Critic, CriticStats};
 use crate::learner::{Advantages, GrpoParams, Learner, UpdateStats};
 use crate::metrics::MetricsWriter;
 use crate::rollout::{RolloutContext, run_group};
 use crate::weight_sync::WeightSync;
+use agentrl_policy::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
 
 /// One rolled-out group, scored.
 struct Group {

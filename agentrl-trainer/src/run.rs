@@ -9,17 +9,17 @@ use agentrl_env::EnvFactory;
 use agentrl_policy::{ChatFormat, TchPolicy, TinyChatFormat};
 use tch::Device;
 
-use crate::checkpoint::read_latest;
 use crate::config::RunConfig;
 use crate::demos::collect_demonstrations;
-pub use crate::device::{config_device, default_device};
 use crate::eval::{EvalReport, evaluate};
 use crate::learner::Learner;
 use crate::metrics::{MetricsWriter, read_metrics};
 use crate::pipeline::{RlRun, RlSummary, train_rl};
-use crate::pretrained::{load_chat_format, load_llama, model_name};
 use crate::rollout::RolloutContext;
 use crate::weight_sync::{ServerPush, WeightSync};
+use agentrl_policy::checkpoint::{checkpoint_dir, read_latest};
+pub use agentrl_policy::device::{config_device, default_device};
+use agentrl_policy::load::{load_chat_format, load_llama, model_name};
 
 /// A configured run: its config, env, chat format, device and directory.
 pub struct Run {
@@ -231,7 +231,7 @@ impl Run {
             }
         }
         progress.finish();
-        learner.save(&crate::checkpoint::checkpoint_dir(&self.dir).join("sft.safetensors"))?;
+        learner.save(&checkpoint_dir(&self.dir).join("sft.safetensors"))?;
         Ok(learner)
     }
 
@@ -289,7 +289,7 @@ impl Run {
         let (learner, _metrics, summary) = train_rl(run, learner, self.metrics()?).await?;
         if let (Some(pretrained), Some(_)) = (self.config.model.pretrained(), learner.spec().lora())
         {
-            let dir = crate::checkpoint::checkpoint_dir(&self.dir).join("adapter");
+            let dir = checkpoint_dir(&self.dir).join("adapter");
             learner.save_peft(&dir, &model_name(&pretrained.path))?;
             tracing::info!("wrote the LoRA adapter (PEFT layout) to {}", dir.display());
         }

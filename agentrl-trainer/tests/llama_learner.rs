@@ -297,7 +297,7 @@ async fn adapter_checkpoints_round_trip_and_the_rollout_copy_follows_the_learner
 fn smollm2_lora_sft_reduces_the_loss() {
     let path = std::env::var("AGENTRL_SMOLLM2_GGUF").expect("set AGENTRL_SMOLLM2_GGUF");
     let (vs, model) =
-        agentrl_trainer::pretrained::load_llama(path.as_ref(), Device::Cpu, Dtype::F32).unwrap();
+        agentrl_policy::load::load_llama(path.as_ref(), Device::Cpu, Dtype::F32).unwrap();
     let mut learner = Learner::llama(vs, model, Some(&LoraConfig::new(8, 16.0)), 2e-3).unwrap();
     let base = base_snapshot(&learner);
     let t = traj(

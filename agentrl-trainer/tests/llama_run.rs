@@ -9,16 +9,16 @@ use std::path::{Path, PathBuf};
 use agentrl_core::{Message, ToolCall};
 use agentrl_policy::ChatFormat;
 use agentrl_policy::llama::{Dtype, Llama, LlamaConfig, is_adapter_name};
+use agentrl_policy::load::load_chat_format;
+use agentrl_policy::serve::ServedModel;
 use agentrl_trainer::config::RunConfig;
-use agentrl_trainer::pretrained::load_chat_format;
 use agentrl_trainer::run::{Run, demo};
-use agentrl_trainer::serve::ServedModel;
 use serde_json::json;
 use tch::{Device, Kind, Tensor, nn};
 
 mod common;
 
-use common::gguf::tiny_vocab::byte_chars;
+use common::tiny_vocab::byte_chars;
 
 const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 
@@ -208,7 +208,7 @@ async fn run_with_a_rollout_server(lora: &str) -> (tempfile::TempDir, PathBuf) {
     std::fs::create_dir_all(&model_dir).unwrap();
     write_model_dir(&model_dir);
     let model = ServedModel::load(&model_dir, None, None, Device::Cpu, Dtype::F32, 16, 0).unwrap();
-    let (url, state) = common::serve_on_loopback(model, None).await;
+    let (url, state) = common::tool_model::serve_on_loopback(model, None).await;
     let text = run_config(&model_dir, lora).replace(
         "[pipeline]\n",
         &format!("[pipeline]\nrollout_servers = [\"{url}\"]\n"),

@@ -1,16 +1,22 @@
 //! RL whose rollouts run on `agentrl serve` processes (`[pipeline] rollout_servers`): the
 //! learner pushes every new version to every server, turns record which server made them, the
 //! staleness bound holds across processes, only the newest pushed weights stay on disk, and a
-//! dead server stops the run with a message that names it.
+//! dead server stops the run with a message that names it. A cross-policy rollout over two
+//! servers records which policy produced each turn.
 
 mod common;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use agentrl_core::{Policy, SamplingParams, Split};
 use agentrl_policy::llama::Dtype;
+use agentrl_policy::serve::{ServeState, ServedModel};
+use agentrl_policy::{ApiFlavor, CrossPolicy, HttpPolicy, HttpPolicyConfig, TinyChatFormat};
 use agentrl_trainer::metrics::read_metrics;
+use agentrl_trainer::rollout::{RolloutContext, run_many};
 use agentrl_trainer::run::Run;
-use agentrl_trainer::serve::ServedModel;
+use common::tool_model::{CONTEXT, tool_models};
 use tch::Device;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -26,7 +32,7 @@ async fn rollouts_on_two_servers_follow_the_learner() {
     let mut states = Vec::new();
     for seed in 0..2 {
         let model = ServedModel::load(&sft, None, None, Device::Cpu, Dtype::F32, 64, seed).unwrap();
-        let (url, state) = common::serve_on_loopback(model, Some("sesame")).await;
+        let (url, state) = common::tool_model::serve_on_loopback(model, Some("sesame")).await;
         urls.push(url);
         states.push(state);
     }
@@ -95,4 +101,73 @@ async fn rollouts_on_two_servers_follow_the_learner() {
     let learner = run.sft(&demos).unwrap();
     let err = run.rl(learner, 0).await.err().unwrap().to_string();
     assert!(err.contains("pipeline.rollout_servers[1]"), "{err}");
+}
+
+/// Serves the tiny checkpoint `path` (shape from the run's config.toml) on 127.0.0.1:0.
+async fn start(path: &std::path::Path) -> (String, Arc<ServeState>) {
+    let model = ServedModel::load(
+        path,
+        None,
+        Some("tiny".into()),
+        Device::Cpu,
+        Dtype::F32,
+        16,
+        0,
+    )
+    .unwrap();
+    common::tool_model::serve_on_loopback(model, None).await
+}
+
+fn http(base: &str, flavor: ApiFlavor) -> HttpPolicy {
+    let mut c = HttpPolicyConfig::new(base, "tiny");
+    c.flavor = flavor;
+    HttpPolicy::new(c).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_policy_rollouts_record_which_server_produced_each_turn() {
+    let f = tool_models();
+    let (base_a, _a) = start(&f.random).await;
+    let (base_b, _b) = start(&f.tool).await;
+    let members: Vec<(String, Arc<dyn Policy>, f64)> = vec![
+        (
+            "random".into(),
+            Arc::new(http(&base_a, ApiFlavor::OpenAiCompletions)),
+            0.5,
+        ),
+        (
+            "sft".into(),
+            Arc::new(http(&base_b, ApiFlavor::SglangGenerate)),
+            0.5,
+        ),
+    ];
+    let ctx = RolloutContext {
+        factory: agentrl_env::lookup("arith-calc").unwrap(),
+        policy: Arc::new(CrossPolicy::new(members, 3).unwrap()),
+        format: Arc::new(TinyChatFormat::new()),
+        max_seq_len: CONTEXT,
+        stop: Vec::new(),
+    };
+    let tasks = (0..16)
+        .map(|i| (ctx.factory.task(Split::Train, i), i))
+        .collect();
+    let params = SamplingParams {
+        max_new_tokens: 24,
+        seed: None,
+        ..SamplingParams::default()
+    };
+    let trajectories = run_many(&ctx, tasks, &params).await.unwrap();
+    let names: Vec<&str> = trajectories
+        .iter()
+        .flat_map(|t| &t.turns)
+        .map(|turn| turn.policy_name.as_deref().unwrap())
+        .collect();
+    assert!(names.len() >= 16);
+    assert!(
+        names.contains(&"random") && names.contains(&"sft"),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| *n == "random" || *n == "sft"));
+    let line = serde_json::to_string(&trajectories[0]).unwrap();
+    assert!(line.contains("\"policy_name\""), "{line}");
 }

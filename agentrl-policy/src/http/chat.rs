@@ -4,7 +4,8 @@
 use agentrl_core::{Error, Message, Result, Role, SamplingParams, ToolSpec};
 use serde_json::{Map, Value, json};
 
-use super::client::{HttpPolicy, excerpt};
+use super::client::HttpPolicy;
+use super::wire::excerpt;
 
 /// What a chat completion returned.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::config::{ApiFlavor, HttpPolicyConfig};
-use super::wire;
+use super::wire::{self, excerpt};
 
 /// A [`Policy`] served by a remote OpenAI-compatible server; cheap to clone.
 #[derive(Clone)]
@@ -34,15 +34,6 @@ impl std::fmt::Debug for HttpPolicy {
             .field("model", &self.inner.config.model)
             .finish()
     }
-}
-
-/// The first 300 characters of a body, for error messages.
-pub(super) fn excerpt(text: &str) -> String {
-    let mut out: String = text.chars().take(300).collect();
-    if out.len() < text.len() {
-        out.push_str("...");
-    }
-    out
 }
 
 impl HttpPolicy {

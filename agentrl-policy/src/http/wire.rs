@@ -1,5 +1,5 @@
 //! Request bodies and answer parsing of the two generation APIs (OpenAI completions with
-//! vLLM's extensions, SGLang's `/generate`).
+//! vLLM's extensions, SGLang's `/generate`), and the body excerpts error messages quote.
 
 use agentrl_core::{Error, FinishReason, Generation, GenerationRequest, SamplingParams, TokenId};
 use serde_json::{Map, Value, json};
@@ -55,7 +55,7 @@ pub(super) fn generate_body(r: &GenerationRequest, ignore_eos: bool) -> Value {
 fn missing(what: &str, field: &str, answer: &Value) -> Error {
     Error::Policy(format!(
         "{what}: the answer has no `{field}`: {}",
-        super::client::excerpt(&answer.to_string())
+        excerpt(&answer.to_string())
     ))
 }
 
@@ -214,4 +214,13 @@ pub(super) fn reported_version(answer: &Value) -> Option<u64> {
                 .and_then(|m| m.get("policy_version"))
         })
         .and_then(Value::as_u64)
+}
+
+/// The first 300 characters of a body, for error messages.
+pub(super) fn excerpt(text: &str) -> String {
+    let mut out: String = text.chars().take(300).collect();
+    if out.len() < text.len() {
+        out.push_str("...");
+    }
+    out
 }

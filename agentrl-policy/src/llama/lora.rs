@@ -1,4 +1,4 @@
-//! LoRA adapters for [`Llama`]: a low-rank update `(alpha / r) · B · A` beside chosen frozen
+//! LoRA adapters for [`Llama`](crate::llama::Llama): a low-rank update `(alpha / r) · B · A` beside chosen frozen
 //! projections, so training touches `r · (in + out)` values per projection instead of
 //! `in · out`.
 //!
@@ -6,13 +6,12 @@
 //! (Kaiming-uniform, as PEFT initialises it) and `B` `[out, r]` (zeros, so a fresh adapter
 //! leaves the model unchanged). The adapter variables live in the model's VarStore under the
 //! names PEFT saves them with (`base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`),
-//! so [`crate::llama::peft`] writes and reads them without renaming.
+//! so [`crate::llama::peft`] writes and reads them without renaming. Attaching and merging
+//! them is [`crate::llama::adapters`].
 
 use agentrl_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn, nn::Module};
-
-use super::model::Llama;
 
 /// Prefix PEFT puts before the base model's own tensor names.
 pub const PEFT_PREFIX: &str = "base_model.model";
@@ -121,13 +120,18 @@ impl Proj {
         }
     }
 
+    /// The module's Hugging Face name (`model.layers.0.self_attn.q_proj`).
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The module name's last part (`q_proj`, ...).
-    fn kind(&self) -> &str {
+    pub(super) fn kind(&self) -> &str {
         self.name.rsplit('.').next().unwrap_or("")
     }
 
     /// Creates this projection's adapter variables under their PEFT names in `root`.
-    fn attach(&mut self, root: &nn::Path, cfg: &LoraConfig) {
+    pub(super) fn attach(&mut self, root: &nn::Path, cfg: &LoraConfig) {
         let mut p = root / "base_model" / "model";
         for c in self.name.split('.') {
             p = &p / c;
@@ -162,6 +166,16 @@ impl Proj {
             None => self.linear.ws.copy(),
         })
     }
+
+    /// Folds the adapter into the base weight (`W ← W + scale · B · A`) and detaches it; a
+    /// projection without an adapter is left as it is.
+    pub(super) fn merge(&mut self) {
+        if self.lora.is_some() {
+            let merged = self.merged_weight();
+            tch::no_grad(|| self.linear.ws.copy_(&merged));
+            self.lora = None;
+        }
+    }
 }
 
 impl Module for Proj {
@@ -179,82 +193,5 @@ impl Module for Proj {
             }
             None => y,
         }
-    }
-}
-
-impl Llama {
-    fn projections_mut(&mut self) -> impl Iterator<Item = &mut Proj> {
-        self.layers.iter_mut().flat_map(|l| {
-            [
-                &mut l.q_proj,
-                &mut l.k_proj,
-                &mut l.v_proj,
-                &mut l.o_proj,
-                &mut l.gate_proj,
-                &mut l.up_proj,
-                &mut l.down_proj,
-            ]
-        })
-    }
-
-    /// Freezes every variable of `vs` (the base model, `requires_grad = false`), then adds LoRA
-    /// adapters to the projections `cfg.targets` names; the adapters are `vs`'s only trainable
-    /// variables afterwards. `vs` must be the VarStore the model was built in.
-    pub fn attach_lora(&mut self, vs: &nn::VarStore, cfg: &LoraConfig) -> Result<()> {
-        cfg.validate()?;
-        if self.lora.is_some() {
-            return Err(Error::Policy("this model already has LoRA adapters".into()));
-        }
-        for (_, var) in vs.variables() {
-            let _ = var.set_requires_grad(false);
-        }
-        let root = vs.root();
-        for proj in self.projections_mut() {
-            if cfg.targets.iter().any(|t| t == proj.kind()) {
-                proj.attach(&root, cfg);
-            }
-        }
-        self.lora = Some(cfg.clone());
-        Ok(())
-    }
-
-    /// The attached adapters' settings, if any.
-    pub fn lora_config(&self) -> Option<&LoraConfig> {
-        self.lora.as_ref()
-    }
-
-    /// Folds every adapter into its base weight (`W ← W + (alpha / r) · B · A`) and detaches
-    /// the adapters; the model computes the same function afterwards, without the extra
-    /// matmuls. The adapter variables stay in the VarStore, unused.
-    pub fn merge_lora(&mut self) {
-        for proj in self.projections_mut() {
-            if proj.lora.is_some() {
-                let merged = proj.merged_weight();
-                tch::no_grad(|| proj.linear.ws.copy_(&merged));
-                proj.lora = None;
-            }
-        }
-        self.lora = None;
-    }
-
-    /// The projection weights with the adapters folded in, by Hugging Face name
-    /// (`model.layers.0.self_attn.q_proj.weight`), for exporting a merged checkpoint; the
-    /// model itself is unchanged.
-    pub fn merged_weights(&self) -> Vec<(String, Tensor)> {
-        self.layers
-            .iter()
-            .flat_map(|l| {
-                [
-                    &l.q_proj,
-                    &l.k_proj,
-                    &l.v_proj,
-                    &l.o_proj,
-                    &l.gate_proj,
-                    &l.up_proj,
-                    &l.down_proj,
-                ]
-            })
-            .map(|p| (format!("{}.weight", p.name), p.merged_weight()))
-            .collect()
     }
 }

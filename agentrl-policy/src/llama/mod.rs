@@ -7,6 +7,8 @@
 //! log-probabilities and batched KV-cache generation like `TinyGpt`, in f32 or bf16
 //! ([`Dtype`], [`Llama::set_dtype`]).
 
+#[cfg(feature = "tch")]
+pub mod adapters;
 pub mod config;
 pub mod dtype;
 pub mod gguf_load;

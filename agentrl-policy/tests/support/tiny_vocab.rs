@@ -1,6 +1,7 @@
 //! A tiny GPT-2 style byte-level BPE vocabulary (3 control tokens, the 256 byte symbols, six
 //! merges) and a ChatML template, as GGUF `tokenizer.*` metadata: shared by the GGUF tokenizer
-//! tests here and the `agentrl chat` tests of agentrl-trainer.
+//! tests, the `agentrl chat` and `agentrl serve` tests here and the Llama run tests of
+//! agentrl-trainer.
 #![allow(dead_code)]
 
 use agentrl_policy::gguf::{MetaArray, MetaValue};

@@ -1,14 +1,15 @@
-//! Shared helpers for the trainer tests: a tiny run config.
+//! Shared helpers for the trainer tests: a tiny run config, one-turn trajectories, and (from
+//! `agentrl-policy`'s test support) tiny served models and the tiny GGUF vocabulary.
 
 #![allow(dead_code)]
 
-pub mod gguf;
-
-use std::sync::Arc;
+#[path = "../../../agentrl-policy/tests/support/tiny_vocab.rs"]
+pub mod tiny_vocab;
+#[path = "../../../agentrl-policy/tests/support/tool_model.rs"]
+pub mod tool_model;
 
 use agentrl_core::{FinishReason, Split, Trajectory, Turn};
 use agentrl_trainer::config::RunConfig;
-use agentrl_trainer::serve::{ServeState, ServedModel, app};
 
 /// A run config small enough for tests (a few seconds on 2 cores in debug).
 pub fn tiny_config(max_staleness: u64) -> RunConfig {
@@ -49,20 +50,6 @@ max_new_tokens = 24
 "#
     );
     RunConfig::from_toml_str(&text, "tiny test config").expect("the test config is valid")
-}
-
-/// Serves `model` (`agentrl serve`'s routes, with `api_key` when given) on 127.0.0.1:0 in this
-/// process; returns its root URL and state.
-pub async fn serve_on_loopback(
-    model: ServedModel,
-    api_key: Option<&str>,
-) -> (String, Arc<ServeState>) {
-    let state = ServeState::with_api_key(model, api_key.map(str::to_string));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let router = app(state.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    (format!("http://{addr}"), state)
 }
 
 /// A completed, unrewarded train trajectory of env `toy` with one turn: `prompt` injected,

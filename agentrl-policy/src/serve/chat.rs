@@ -3,15 +3,17 @@
 //! (weights, tokenizer and template all come from it) or a Hugging Face directory
 //! (`config.json`, safetensors weights, `tokenizer.json`, `tokenizer_config.json`).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Message, Result, SamplingParams, SeededRng};
-use agentrl_policy::hf::HfChatFormat;
-use agentrl_policy::llama::{Dtype, Llama};
-use agentrl_policy::{ChatFormat, PolicyModel};
-use agentrl_trainer::pretrained::{load_chat_format, load_llama};
 use clap::Args;
 use tch::Device;
+
+use crate::hf::HfChatFormat;
+use crate::llama::{Dtype, Llama};
+use crate::load::{load_chat_format, load_llama};
+use crate::{ChatFormat, PolicyModel};
 
 /// Arguments of `agentrl chat`.
 #[derive(Debug, Args)]
@@ -68,10 +70,9 @@ pub fn reply(
         .map_err(|e| Error::Policy(format!("decoding the reply: {e}")))
 }
 
-/// Runs `agentrl chat`, printing the reply on stdout.
-pub fn run(args: &ChatArgs) -> Result<()> {
+/// Runs `agentrl chat`, writing the reply and a newline to `out` (the binary passes stdout).
+pub fn run(args: &ChatArgs, out: &mut dyn Write) -> Result<()> {
     let (model, format) = load_chat_model(&args.model, args.dtype)?;
     let text = reply(&model, &format, &args.prompt, args.max_new_tokens)?;
-    println!("{text}");
-    Ok(())
+    writeln!(out, "{text}").map_err(|e| Error::Policy(format!("writing the reply: {e}")))
 }

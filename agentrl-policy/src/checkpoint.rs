@@ -1,4 +1,6 @@
-//! Checkpoints: safetensors files written atomically, and a `latest.json` pointer for resuming.
+//! Checkpoints: safetensors files written atomically, and the `checkpoints/latest.json` pointer
+//! of a run directory, which trainers write for resuming and `agentrl serve` reads to find a
+//! run's newest weights.
 //!
 //! A checkpoint holds the model weights only: resuming restores the weights, the step and the
 //! policy version, while AdamW's moment estimates start fresh (tch does not expose them).
@@ -20,7 +22,7 @@ pub fn save_var_store(vs: &nn::VarStore, path: &Path) -> Result<()> {
         .unwrap_or_else(|| "checkpoint.safetensors".into());
     let tmp = dir.join(format!(".{file_name}.tmp.safetensors"));
     vs.save(&tmp)
-        .map_err(|e| Error::Trainer(format!("writing checkpoint {}: {e}", tmp.display())))?;
+        .map_err(|e| Error::Policy(format!("writing checkpoint {}: {e}", tmp.display())))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming checkpoint to", path, e))
 }
 
@@ -34,7 +36,7 @@ pub fn save_tensors(tensors: &[(String, tch::Tensor)], path: &Path) -> Result<()
         .unwrap_or_else(|| "checkpoint.safetensors".into());
     let tmp = dir.join(format!(".{file_name}.tmp.safetensors"));
     tch::Tensor::write_safetensors(tensors, &tmp)
-        .map_err(|e| Error::Trainer(format!("writing checkpoint {}: {e}", tmp.display())))?;
+        .map_err(|e| Error::Policy(format!("writing checkpoint {}: {e}", tmp.display())))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming checkpoint to", path, e))
 }
 
@@ -78,7 +80,7 @@ pub fn read_latest(run_dir: &Path) -> Result<Option<(LatestCheckpoint, PathBuf)>
         serde_json::from_str(&text).map_err(|e| Error::json(path.display().to_string(), e))?;
     let file = dir.join(&latest.file);
     if !file.exists() {
-        return Err(Error::Trainer(format!(
+        return Err(Error::Config(format!(
             "{} points at {}, which does not exist",
             path.display(),
             file.display()

@@ -6,8 +6,8 @@ use axum::body::Bytes;
 use axum::extract::State;
 use serde_json::{Value, json};
 
+use super::Shared;
 use super::api::{ApiError, LoadWeightsRequest, parse_body};
-use super::handlers::Shared;
 
 /// `GET /v1/models`.
 pub async fn models(State(s): State<Shared>) -> Json<Value> {

@@ -5,19 +5,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentrl_core::{Error, Message, Result, TokenId, ToolSpec};
-use agentrl_policy::hf::HfChatFormat;
-use agentrl_policy::llama::{
+use tch::{Device, Kind, nn};
+
+use crate::hf::HfChatFormat;
+use crate::llama::{
     ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, CheckpointPaths, Dtype, Llama, LlamaConfig,
     is_adapter_name, load_adapter_weights, load_weights, read_peft_config,
 };
-use agentrl_policy::{
+use crate::load::{
+    is_agentrl_checkpoint, is_gguf, load_llama, load_llama_chat, load_tiny, tiny_weights_file,
+};
+use crate::{
     ByteTokenizer, ChatFormat, Detokenizer, GptConfig, NamedWeights, TchPolicy, TinyChatFormat,
     TinyGpt, snapshot_weights,
-};
-use tch::{Device, Kind, nn};
-
-use crate::model_load::{
-    is_agentrl_checkpoint, is_gguf, load_llama, load_llama_chat, load_tiny, tiny_weights_file,
 };
 
 /// How a served model reads and writes text.
@@ -160,7 +160,7 @@ impl ServedModel {
                     "--dtype {dtype}: AgentRL's tiny models are served in f32 only"
                 )));
             }
-            let (vs, model, _run) = load_tiny(path, config, device)?;
+            let (vs, model) = load_tiny(path, config, device)?;
             return Self::tiny(&name, vs, model, max_batch, seed);
         }
         if is_gguf(path) || path.join("config.json").is_file() {

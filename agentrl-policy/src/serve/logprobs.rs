@@ -2,14 +2,16 @@
 //! checkpoint directory / `.safetensors` file, or a llama.cpp `.gguf` file) and prints, as JSON,
 //! the log-probability of every token id given the ids before it.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Result};
-use agentrl_policy::PolicyModel;
-use agentrl_policy::llama::{Dtype, Llama};
 use clap::Args;
 use serde::Serialize;
 use tch::{Device, Tensor};
+
+use crate::PolicyModel;
+use crate::llama::{Dtype, Llama};
 
 /// Arguments of `agentrl logprobs`.
 #[derive(Debug, Args)]
@@ -55,7 +57,7 @@ pub fn parse_ids(text: &str) -> Result<Vec<i64>> {
 
 /// Loads the model at `path` on the CPU in `dtype`.
 pub fn load_model(path: &Path, dtype: Dtype) -> Result<Llama> {
-    let (_vs, model) = agentrl_trainer::model_load::load_llama(path, Device::Cpu, dtype)?;
+    let (_vs, model) = crate::load::load_llama(path, Device::Cpu, dtype)?;
     Ok(model)
 }
 
@@ -93,14 +95,12 @@ pub fn logprobs(model: &Llama, ids: &[i64]) -> Result<LogprobsReport> {
     })
 }
 
-/// Runs `agentrl logprobs`, printing the [`LogprobsReport`] as one JSON line on stdout.
-pub fn run(args: &LogprobsArgs) -> Result<()> {
+/// Runs `agentrl logprobs`, writing the [`LogprobsReport`] as one JSON line to `out` (the
+/// binary passes stdout).
+pub fn run(args: &LogprobsArgs, out: &mut dyn Write) -> Result<()> {
     let ids = parse_ids(&args.ids)?;
     let model = load_model(&args.model, args.dtype)?;
     let report = logprobs(&model, &ids)?;
-    println!(
-        "{}",
-        serde_json::to_string(&report).map_err(|e| Error::json("logprobs report", e))?
-    );
-    Ok(())
+    let line = serde_json::to_string(&report).map_err(|e| Error::json("logprobs report", e))?;
+    writeln!(out, "{line}").map_err(|e| Error::Policy(format!("writing the report: {e}")))
 }

@@ -1,5 +1,8 @@
-//! `agentrl serve`: an OpenAI-compatible HTTP server (axum) for a tch model, so remote
-//! [`agentrl_policy::HttpPolicy`] clients, stock OpenAI clients and trainers can use it.
+//! Serving models (feature `serve`): `agentrl serve`, an OpenAI-compatible HTTP server (axum)
+//! for a tch model, so remote [`crate::HttpPolicy`] clients, stock OpenAI clients and trainers
+//! can use it; and the one-shot model commands `agentrl chat` ([`chat`]) and `agentrl logprobs`
+//! ([`logprobs`]). Each command is a clap `Args` struct and a `run` function, so any binary can
+//! offer it.
 //!
 //! Routes: `GET /v1/models`, `POST /v1/completions` (text or token-id prompts, `logprobs`,
 //! generated ids in each choice's `token_ids`, vLLM's `return_tokens_as_token_ids`,
@@ -8,7 +11,7 @@
 //! `POST /v1/load_weights {"path", "version"?}` (new weights into the running model: a
 //! checkpoint, or a PEFT LoRA adapter directory merged into the base the server started with) and
 //! `GET /health`. Every answer carries the extension field `policy_version`. Concurrent requests
-//! share forward batches on the model thread ([`agentrl_policy::TchPolicy`]). Any `model` name
+//! share forward batches on the model thread ([`crate::TchPolicy`]). Any `model` name
 //! in a request is accepted: one model is served. Errors are OpenAI-shaped JSON; bad input is a
 //! 400 that says what is wrong. Stop strings (`stop`) end generation once the text contains one:
 //! the text is cut before it, `token_ids` keep the token that completed it, and `stop_reason`
@@ -19,8 +22,11 @@
 //! process can read, so keep such a server on 127.0.0.1 or a trusted network.
 
 pub mod admin;
+mod answer;
 pub mod api;
+pub mod chat;
 pub mod handlers;
+pub mod logprobs;
 pub mod model;
 pub mod stream;
 
@@ -29,7 +35,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use agentrl_core::{Error, Result};
-use agentrl_policy::llama::Dtype;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -38,6 +43,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
+
+use crate::llama::Dtype;
 
 pub use model::{Codec, ServedModel};
 
@@ -73,6 +80,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub api_key: Option<String>,
 }
+
+/// The state the route handlers receive.
+pub type Shared = Arc<ServeState>;
 
 /// Shared state of the server.
 pub struct ServeState {
@@ -142,7 +152,7 @@ pub fn app(state: Arc<ServeState>) -> Router {
 
 /// Loads the model, serves it until Ctrl-C, then lets requests in flight finish.
 pub async fn run(args: ServeArgs) -> Result<()> {
-    let device = crate::run::default_device();
+    let device = crate::device::default_device();
     let load_args = args.clone();
     let model = tokio::task::spawn_blocking(move || {
         ServedModel::load(

@@ -1,12 +1,13 @@
 //! Tiny random Llama models saved as GGUF with a GPT-2 style vocabulary and a ChatML template
 //! in their metadata, for the `agentrl chat` and `agentrl serve` tests.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
 use agentrl_policy::llama::{GgufPrecision, Llama, LlamaConfig};
 use tch::{Device, nn};
 
-#[path = "../../../agentrl-policy/tests/support/tiny_vocab.rs"]
+#[path = "tiny_vocab.rs"]
 pub mod tiny_vocab;
 
 /// Writes a one-layer random Llama with the tiny vocabulary as `tiny-chat.gguf`; returns its path.

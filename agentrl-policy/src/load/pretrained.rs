@@ -5,10 +5,11 @@
 use std::path::Path;
 
 use agentrl_core::{Error, Result};
-use agentrl_policy::gguf::GgufFile;
-use agentrl_policy::hf::{ChatTemplate, HfChatFormat, HfError, HfTokenizer};
-use agentrl_policy::llama::{Dtype, Llama};
 use tch::{Device, nn};
+
+use crate::gguf::GgufFile;
+use crate::hf::{ChatTemplate, HfChatFormat, HfError, HfTokenizer};
+use crate::llama::{Dtype, Llama};
 
 /// Whether `path` names a GGUF file (by extension).
 pub fn is_gguf(path: &Path) -> bool {
@@ -91,6 +92,19 @@ pub fn load_llama(path: &Path, device: Device, dtype: Dtype) -> Result<(nn::VarS
     };
     model.set_dtype(&vs, dtype);
     Ok((vs, model))
+}
+
+/// Loads a Llama-family model and its chat format from a `.gguf` file (weights, tokenizer and
+/// template all come from it) or a Hugging Face directory (`config.json`, safetensors weights,
+/// `tokenizer.json`, `tokenizer_config.json`).
+pub fn load_llama_chat(
+    path: &Path,
+    device: Device,
+    dtype: Dtype,
+) -> Result<(nn::VarStore, Llama, HfChatFormat)> {
+    let format = load_chat_format(path, None)?;
+    let (vs, model) = load_llama(path, device, dtype)?;
+    Ok((vs, model, format))
 }
 
 /// A short name for the model at `path` (its file or directory name), recorded as

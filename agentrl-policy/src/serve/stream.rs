@@ -11,16 +11,15 @@ use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 
 use agentrl_core::{Generation, GenerationRequest, SamplingParams, TokenId};
-use agentrl_policy::GenerationStream;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures_util::stream::{self, Stream};
 use serde_json::{Value, json};
 
+use super::Shared;
+use super::answer::{chat_message, finish_name, now_secs, output_text, stop_reason, usage};
 use super::api::ApiError;
-use super::handlers::{
-    Shared, chat_message, finish_name, now_secs, output_text, stop_reason, usage,
-};
 use super::model::Codec;
+use crate::GenerationStream;
 
 /// The text of a growing generation, released in safe pieces.
 struct TextDeltas {

@@ -1,12 +1,13 @@
-//! `agentrl logprobs`: the built binary on a tiny Llama checkpoint saved here (safetensors with
-//! Hugging Face names + config.json) prints the same log-probabilities as
-//! `Llama::token_logprobs`, and refuses bad ids and paths with clear errors.
+//! `agentrl logprobs` on a tiny Llama checkpoint saved here (safetensors with Hugging Face
+//! names + config.json) prints the same log-probabilities as `Llama::token_logprobs`, and
+//! refuses bad ids and paths with clear errors. The command runs in process through
+//! [`agentrl_policy::serve::logprobs::run`], which the `agentrl` binary calls.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use agentrl_policy::PolicyModel;
-use agentrl_policy::llama::{Llama, LlamaConfig};
+use agentrl_policy::llama::{Dtype, Llama, LlamaConfig};
+use agentrl_policy::serve::logprobs::{LogprobsArgs, run};
 use tch::{Device, Tensor, nn};
 
 const CONFIG: &str = r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
@@ -31,18 +32,18 @@ fn save_tiny(dir: &Path) -> Llama {
     model
 }
 
-fn logprobs_cmd(model: &Path, ids: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agentrl"))
-        .args(["logprobs", "--model"])
-        .arg(model)
-        .args(["--ids", ids])
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+/// `agentrl logprobs --model MODEL --ids IDS`: the JSON it printed, or its error.
+fn logprobs_cmd(model: &Path, ids: &str) -> Result<serde_json::Value, String> {
+    let args = LogprobsArgs {
+        model: model.to_path_buf(),
+        ids: ids.into(),
+        dtype: Dtype::F32,
+    };
+    let mut out = Vec::new();
+    run(&args, &mut out).map_err(|e| e.to_string())?;
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.lines().count(), 1, "one JSON line: {text}");
+    Ok(serde_json::from_str(&text).unwrap())
 }
 
 #[test]
@@ -58,9 +59,7 @@ fn logprobs_match_token_logprobs() {
         dir.path().to_path_buf(),
         dir.path().join("model.safetensors"),
     ] {
-        let out = logprobs_cmd(&target, "3, 17,42,0,63,8");
-        assert!(out.status.success(), "{}", stderr(&out));
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let json = logprobs_cmd(&target, "3, 17,42,0,63,8").unwrap();
         assert_eq!(json["ids"], serde_json::json!(ids));
         let lps = json["logprobs"].as_array().unwrap();
         assert_eq!(lps.len(), ids.len());
@@ -77,9 +76,7 @@ fn logprobs_match_token_logprobs() {
 fn single_id_has_only_a_null_logprob() {
     let dir = tempfile::tempdir().unwrap();
     save_tiny(dir.path());
-    let out = logprobs_cmd(dir.path(), "5");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = logprobs_cmd(dir.path(), "5").unwrap();
     assert_eq!(json, serde_json::json!({"ids": [5], "logprobs": [null]}));
 }
 
@@ -88,24 +85,17 @@ fn bad_ids_and_paths_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     save_tiny(dir.path());
 
-    let out = logprobs_cmd(dir.path(), "1,x,3");
-    assert!(!out.status.success());
-    let err = stderr(&out);
+    let err = logprobs_cmd(dir.path(), "1,x,3").unwrap_err();
     assert!(err.contains("`x`") && err.contains("--ids"), "{err}");
 
-    let out = logprobs_cmd(dir.path(), "1,-2");
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("`-2`"), "{}", stderr(&out));
+    let err = logprobs_cmd(dir.path(), "1,-2").unwrap_err();
+    assert!(err.contains("`-2`"), "{err}");
 
-    let out = logprobs_cmd(dir.path(), "1,64");
-    assert!(!out.status.success());
-    let err = stderr(&out);
+    let err = logprobs_cmd(dir.path(), "1,64").unwrap_err();
     assert!(err.contains("64") && err.contains("vocabulary"), "{err}");
 
     let missing = dir.path().join("nope.gguf");
-    let out = logprobs_cmd(&missing, "1,2");
-    assert!(!out.status.success());
-    let err = stderr(&out);
+    let err = logprobs_cmd(&missing, "1,2").unwrap_err();
     assert!(
         err.contains("nope.gguf") && err.contains("does not exist"),
         "{err}"
@@ -113,8 +103,6 @@ fn bad_ids_and_paths_are_refused_clearly() {
 
     let not_gguf = dir.path().join("fake.gguf");
     std::fs::write(&not_gguf, b"not a gguf file").unwrap();
-    let out = logprobs_cmd(&not_gguf, "1,2");
-    assert!(!out.status.success());
-    let err = stderr(&out);
+    let err = logprobs_cmd(&not_gguf, "1,2").unwrap_err();
     assert!(err.contains("fake.gguf") && err.contains("GGUF"), "{err}");
 }

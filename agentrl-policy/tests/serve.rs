@@ -1,102 +1,30 @@
 //! `agentrl serve` over real HTTP on 127.0.0.1: `HttpPolicy` (both API flavours) is token-exact
 //! against the same `TchPolicy` called directly; chat completions return OpenAI `tool_calls`;
-//! weight reloads change outputs and the version; bad requests are OpenAI-shaped 400s; a
-//! cross-policy rollout over two servers records which policy produced each turn; a tiny
+//! weight reloads change outputs and the version; bad requests are OpenAI-shaped 400s; a tiny
 //! random Llama (GGUF) is served token-exactly (in f32 and bf16) and reloads, also from a pushed
-//! PEFT adapter; stop strings cut the text; the `agentrl serve` command runs;
-//! and the stock Python `openai` client works against it (skipped when the package is missing).
+//! PEFT adapter; stop strings cut the text; and the stock Python `openai` client works against it
+//! (skipped when the package is missing). The `agentrl serve` command itself and rollouts over
+//! served policies are tested in `agentrl-trainer` (they need its binary and rollouts).
 
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use agentrl_core::{
-    FinishReason, Generation, GenerationRequest, Message, Policy, SamplingParams, Split, ToolCall,
-    ToolSpec, Trajectory,
-};
+use agentrl_core::{FinishReason, Generation, GenerationRequest, Message, Policy, SamplingParams};
 use agentrl_policy::hf::HfChatFormat;
 use agentrl_policy::llama::{Dtype, LoraConfig, save_adapters};
+use agentrl_policy::load::{load_llama, load_llama_chat, load_tiny};
+use agentrl_policy::serve::{ServeState, ServedModel};
 use agentrl_policy::{
-    ApiFlavor, ChatFormat, CrossPolicy, HttpPolicy, HttpPolicyConfig, TchPolicy, TinyChatFormat,
+    ApiFlavor, ChatFormat, HttpPolicy, HttpPolicyConfig, TchPolicy, TinyChatFormat,
 };
-use agentrl_trainer::learner::Learner;
-use agentrl_trainer::model_load::{load_llama, load_llama_chat, load_tiny};
-use agentrl_trainer::rollout::{RolloutContext, run_many};
-use agentrl_trainer::serve::{ServeState, ServedModel};
 use serde_json::{Value, json};
 use tch::Device;
 
-mod common;
+#[path = "support/tiny_chat_gguf.rs"]
+mod tiny_chat_gguf;
+#[path = "support/tool_model.rs"]
+mod tool_model;
 
-const CONTEXT: usize = 256;
-
-/// A run directory with a tiny model: random weights, weights trained to call the
-/// calculator on "Compute 6*7", and weights of another shape.
-struct Fixture {
-    _dir: tempfile::TempDir,
-    random: PathBuf,
-    tool: PathBuf,
-    wrong_shape: PathBuf,
-}
-
-fn calculator() -> ToolSpec {
-    ToolSpec::function(
-        "calculator",
-        "Evaluates an arithmetic expression",
-        json!({"type": "object", "properties": {"expression": {"type": "string"}},
-               "required": ["expression"]}),
-    )
-}
-
-fn tool_call_demo(fmt: &TinyChatFormat) -> Trajectory {
-    let prompt = fmt.render_prompt(&[Message::user("Compute 6*7")], &[calculator()]);
-    let call = ToolCall::new("c0", "calculator", &json!({"expression": "6*7"}));
-    let generated = fmt.render_assistant(&Message::assistant_tool_calls(None, vec![call]));
-    let logprobs = vec![0.0; generated.len()];
-    Trajectory {
-        success: true,
-        ..common::one_turn_trajectory(prompt, generated, logprobs)
-    }
-}
-
-fn fixture() -> &'static Fixture {
-    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = common::tiny_config(1);
-        config.model.max_seq_len = CONTEXT;
-        std::fs::write(
-            dir.path().join("config.toml"),
-            toml::to_string_pretty(&config).unwrap(),
-        )
-        .unwrap();
-        let fmt = TinyChatFormat::new();
-        let ckpt = dir.path().join("checkpoints");
-        tch::manual_seed(11);
-        let gpt = config.model.gpt(fmt.vocab_size()).unwrap();
-        let mut learner = Learner::new(gpt.clone(), 1e-2, Device::Cpu).unwrap();
-        let random = ckpt.join("random.safetensors");
-        learner.save(&random).unwrap();
-        let demo = tool_call_demo(&fmt);
-        for _ in 0..150 {
-            learner.sft_step(&[&demo], 1.0);
-        }
-        let tool = ckpt.join("tool.safetensors");
-        learner.save(&tool).unwrap();
-        let mut other = gpt;
-        other.d_model = 16;
-        let wrong_shape = ckpt.join("wrong.safetensors");
-        Learner::new(other, 1e-3, Device::Cpu)
-            .unwrap()
-            .save(&wrong_shape)
-            .unwrap();
-        Fixture {
-            _dir: dir,
-            random,
-            tool,
-            wrong_shape,
-        }
-    })
-}
+use tool_model::{CONTEXT, calculator, serve_on_loopback, tool_models};
 
 /// Serves the checkpoint `path` (shape from the run's config.toml) on 127.0.0.1:0.
 async fn start(path: &std::path::Path) -> (String, Arc<ServeState>) {
@@ -107,7 +35,7 @@ async fn start(path: &std::path::Path) -> (String, Arc<ServeState>) {
 async fn start_in(path: &std::path::Path, dtype: Dtype) -> (String, Arc<ServeState>) {
     let model =
         ServedModel::load(path, None, Some("tiny".into()), Device::Cpu, dtype, 16, 0).unwrap();
-    common::serve_on_loopback(model, None).await
+    serve_on_loopback(model, None).await
 }
 
 fn http(base: &str, flavor: ApiFlavor, name: Option<&str>) -> HttpPolicy {
@@ -118,7 +46,7 @@ fn http(base: &str, flavor: ApiFlavor, name: Option<&str>) -> HttpPolicy {
 }
 
 fn direct(path: &std::path::Path) -> TchPolicy {
-    let (vs, model, _) = load_tiny(path, None, Device::Cpu).unwrap();
+    let (vs, model) = load_tiny(path, None, Device::Cpu).unwrap();
     TchPolicy::spawn(vs, model, 16, 0).unwrap()
 }
 
@@ -146,7 +74,7 @@ fn param_sets(stops: Vec<u32>) -> Vec<SamplingParams> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_policy_is_token_exact_against_the_same_tch_policy() {
-    let f = fixture();
+    let f = tool_models();
     let (base, _state) = start(&f.tool).await;
     let local = direct(&f.tool);
     let fmt = TinyChatFormat::new();
@@ -190,7 +118,7 @@ async fn http_policy_is_token_exact_against_the_same_tch_policy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_returns_tool_calls_and_weight_reloads_change_outputs_and_version() {
-    let f = fixture();
+    let f = tool_models();
     let (base, state) = start(&f.random).await;
     let remote = http(&base, ApiFlavor::OpenAiCompletions, None);
     let messages = [Message::user("Compute 6*7")];
@@ -268,10 +196,10 @@ async fn chat_returns_tool_calls_and_weight_reloads_change_outputs_and_version()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_strings_cut_the_text_and_keep_the_completing_token() {
-    let f = fixture();
+    let f = tool_models();
     let (base, _state) = start(&f.tool).await;
     let fmt = TinyChatFormat::new();
-    let (vs, model, _) = load_tiny(&f.tool, None, Device::Cpu).unwrap();
+    let (vs, model) = load_tiny(&f.tool, None, Device::Cpu).unwrap();
     let local =
         TchPolicy::spawn_with_detokenizer(vs, model, 16, 0, Arc::new(move |ids| fmt.decode(ids)))
             .unwrap();
@@ -371,7 +299,7 @@ async fn post_stream(base: &str, route: &str, body: &Value) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_answers_add_up_to_the_whole_ones() {
-    let f = fixture();
+    let f = tool_models();
     let (base, _state) = start(&f.tool).await;
     let fmt = TinyChatFormat::new();
     let prompt = fmt.render_prompt(&[Message::user("Compute 6*7")], &[calculator()]);
@@ -450,7 +378,7 @@ async fn post_raw(base: &str, route: &str, body: &str) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_openai_shaped_400s() {
-    let (base, _state) = start(&fixture().random).await;
+    let (base, _state) = start(&tool_models().random).await;
     let long: Vec<u32> = vec![65; CONTEXT];
     let cases = [
         (
@@ -547,54 +475,6 @@ async fn bad_requests_are_openai_shaped_400s() {
     assert_eq!(models["data"][0]["max_model_len"], CONTEXT);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cross_policy_rollouts_record_which_server_produced_each_turn() {
-    let f = fixture();
-    let (base_a, _a) = start(&f.random).await;
-    let (base_b, _b) = start(&f.tool).await;
-    let members: Vec<(String, Arc<dyn Policy>, f64)> = vec![
-        (
-            "random".into(),
-            Arc::new(http(&base_a, ApiFlavor::OpenAiCompletions, None)),
-            0.5,
-        ),
-        (
-            "sft".into(),
-            Arc::new(http(&base_b, ApiFlavor::SglangGenerate, None)),
-            0.5,
-        ),
-    ];
-    let ctx = RolloutContext {
-        factory: agentrl_env::lookup("arith-calc").unwrap(),
-        policy: Arc::new(CrossPolicy::new(members, 3).unwrap()),
-        format: Arc::new(TinyChatFormat::new()),
-        max_seq_len: CONTEXT,
-        stop: Vec::new(),
-    };
-    let tasks = (0..16)
-        .map(|i| (ctx.factory.task(Split::Train, i), i))
-        .collect();
-    let params = SamplingParams {
-        max_new_tokens: 24,
-        seed: None,
-        ..SamplingParams::default()
-    };
-    let trajectories = run_many(&ctx, tasks, &params).await.unwrap();
-    let names: Vec<&str> = trajectories
-        .iter()
-        .flat_map(|t| &t.turns)
-        .map(|turn| turn.policy_name.as_deref().unwrap())
-        .collect();
-    assert!(names.len() >= 16);
-    assert!(
-        names.contains(&"random") && names.contains(&"sft"),
-        "{names:?}"
-    );
-    assert!(names.iter().all(|n| *n == "random" || *n == "sft"));
-    let line = serde_json::to_string(&trajectories[0]).unwrap();
-    assert!(line.contains("\"policy_name\""), "{line}");
-}
-
 const OPENAI_SCRIPT: &str = r#"
 import json, sys, openai
 client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused")
@@ -646,7 +526,7 @@ async fn stock_openai_python_client_works() {
         );
         return;
     }
-    let (base, _state) = start(&fixture().tool).await;
+    let (base, _state) = start(&tool_models().tool).await;
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("client.py");
     std::fs::write(&script, OPENAI_SCRIPT).unwrap();
@@ -665,86 +545,6 @@ async fn stock_openai_python_client_works() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
     assert!(stdout.contains("openai client ok"), "{stdout}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_serve_command_listens_and_answers() {
-    use tokio::io::AsyncBufReadExt;
-    let f = fixture();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentrl"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--served-model-name",
-            "cli",
-            "--api-key",
-            "sesame",
-            "--model",
-        ])
-        .arg(&f.tool)
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(std::time::Duration::from_secs(120), lines.next_line())
-        .await
-        .expect("agentrl serve printed nothing")
-        .unwrap()
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"));
-    let web = reqwest::Client::new();
-    let denied = web.get(format!("{url}/models")).send().await.unwrap();
-    assert_eq!(denied.status().as_u16(), 401);
-    let denied: Value = denied.json().await.unwrap();
-    assert!(
-        denied["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("API key")
-    );
-    let models: Value = web
-        .get(format!("{url}/models"))
-        .bearer_auth("sesame")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(models["data"][0]["id"], "cli");
-    let mut config = HttpPolicyConfig::new(url, "cli");
-    config.api_key = Some("sesame".into());
-    let remote = HttpPolicy::new(config).unwrap();
-    let reply = remote
-        .chat(
-            &[Message::user("Compute 6*7")],
-            &[calculator()],
-            &SamplingParams::greedy(40),
-        )
-        .await
-        .unwrap();
-    assert_eq!(reply.message.tool_calls[0].function.name, "calculator");
-    child.kill().await.unwrap();
-
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentrl"))
-        .args([
-            "serve",
-            "--port",
-            "0",
-            "--model",
-            "no/such/model.safetensors",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("no/such/model.safetensors"), "{stderr}");
 }
 
 /// Writes a PEFT adapter (rank 4 on the attention projections, random `B`) for the model at
@@ -768,7 +568,7 @@ fn write_adapter(base: &std::path::Path, dir: &std::path::Path) -> TchPolicy {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pushed_lora_adapter_is_merged_into_the_served_base() {
     let dir = tempfile::tempdir().unwrap();
-    let base = common::gguf::write_tiny_model_named(dir.path(), "base.gguf", 31);
+    let base = tiny_chat_gguf::write_tiny_model_named(dir.path(), "base.gguf", 31);
     let (url, _state) = start(&base).await;
     let remote = http(&url, ApiFlavor::OpenAiCompletions, None);
     let (base_local, format) = local(&base, Dtype::F32);
@@ -832,8 +632,8 @@ fn local(path: &std::path::Path, dtype: Dtype) -> (TchPolicy, HfChatFormat) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_llama_gguf_is_served_in_bf16_and_reloads_into_bf16() {
     let dir = tempfile::tempdir().unwrap();
-    let first = common::gguf::write_tiny_model_named(dir.path(), "first.gguf", 21);
-    let second = common::gguf::write_tiny_model_named(dir.path(), "second.gguf", 22);
+    let first = tiny_chat_gguf::write_tiny_model_named(dir.path(), "first.gguf", 21);
+    let second = tiny_chat_gguf::write_tiny_model_named(dir.path(), "second.gguf", 22);
     let (base, _state) = start_in(&first, Dtype::Bf16).await;
     let remote = http(&base, ApiFlavor::OpenAiCompletions, None);
     let (first_bf16, format) = local(&first, Dtype::Bf16);
@@ -871,7 +671,7 @@ async fn a_llama_gguf_is_served_in_bf16_and_reloads_into_bf16() {
     assert_eq!((served.ids, served.logprobs), (want.ids, want.logprobs));
     // AgentRL's tiny byte models are f32 only.
     let refused = ServedModel::load(
-        &fixture().random,
+        &tool_models().random,
         None,
         None,
         Device::Cpu,
@@ -886,8 +686,8 @@ async fn a_llama_gguf_is_served_in_bf16_and_reloads_into_bf16() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_llama_gguf_is_served_token_exactly_and_reloads() {
     let dir = tempfile::tempdir().unwrap();
-    let first = common::gguf::write_tiny_model_named(dir.path(), "first.gguf", 17);
-    let second = common::gguf::write_tiny_model_named(dir.path(), "second.gguf", 99);
+    let first = tiny_chat_gguf::write_tiny_model_named(dir.path(), "first.gguf", 17);
+    let second = tiny_chat_gguf::write_tiny_model_named(dir.path(), "second.gguf", 99);
     let (base, state) = start(&first).await;
     assert_eq!(state.model.context_len, 128);
     let (first_local, format) = local(&first, Dtype::F32);
