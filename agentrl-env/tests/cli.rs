@@ -28,6 +28,17 @@ fn env_list_shows_every_env_with_a_description() {
         let line = text.lines().find(|l| l.starts_with(id)).unwrap();
         assert!(line.len() > id.len() + 10, "{line}");
     }
+    // Each env's demonstrator knobs are listed under it (arith-calc has three).
+    for knob in [
+        "tool_prob_two_operands",
+        "tool_prob_three_operands",
+        "copy_error_prob",
+    ] {
+        assert!(
+            text.contains(&format!("demonstrator knob {knob}: ")),
+            "{text}"
+        );
+    }
 }
 
 #[test]

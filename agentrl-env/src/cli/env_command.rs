@@ -8,7 +8,8 @@ use crate::{check, env_ids, lookup};
 /// The `list` and `check` subcommands (`agentrl env list|check`, `agentrl-env list|check`).
 #[derive(Subcommand, Debug, Clone)]
 pub enum EnvCommand {
-    /// List the env ids, each with a one-line description.
+    /// List the env ids, each with a one-line description and its demonstrator's knobs (the
+    /// keys `[sft.demonstrator]` may set).
     List,
     /// Run the reference solver and a random policy on test tasks, then malformed actions;
     /// fails if the solver is below 0.95 or a malformed action is not answered with an error.
@@ -26,7 +27,11 @@ pub async fn run_env_command(command: EnvCommand) -> Result<()> {
     match command {
         EnvCommand::List => {
             for id in env_ids() {
-                println!("{id:<16} {}", lookup(id)?.description());
+                let factory = lookup(id)?;
+                println!("{id:<16} {}", factory.description());
+                for (knob, doc) in factory.demonstrator_knobs() {
+                    println!("{:<16}   demonstrator knob {knob}: {doc}", "");
+                }
             }
             Ok(())
         }
