@@ -148,12 +148,30 @@ impl EnvFactory for EnvMix {
         &self.knobs
     }
 
-    /// Each env's own demonstrator for that env's tasks, all made now with the same `knobs`
-    /// and `seed`; a knob one of the envs does not have is an error naming that env.
+    /// Each env's own demonstrator for that env's tasks, all made now with `seed`; each env
+    /// gets the knobs it declares ([`EnvFactory::demonstrator_knobs`]), so one table can tune
+    /// several envs. A knob that no env of the mixture declares is an error naming it and the
+    /// envs.
     fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        if let Some(unknown) = knobs
+            .keys()
+            .find(|k| !self.knobs.iter().any(|(n, _)| n == k))
+        {
+            let envs: Vec<&str> = self.parts.iter().map(|(f, _)| f.id()).collect();
+            return Err(Error::Config(format!(
+                "no env of the mixture ({}) has a demonstrator knob `{unknown}`",
+                envs.join(", ")
+            )));
+        }
         let mut solvers = HashMap::new();
         for (factory, _) in &self.parts {
-            solvers.insert(factory.id().to_string(), factory.demonstrator(knobs, seed)?);
+            let declared = factory.demonstrator_knobs();
+            let own: DemonstratorKnobs = knobs
+                .iter()
+                .filter(|(k, _)| declared.iter().any(|(n, _)| n == k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            solvers.insert(factory.id().to_string(), factory.demonstrator(&own, seed)?);
         }
         Ok(Box::new(MixSolver {
             seed,

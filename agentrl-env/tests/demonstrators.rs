@@ -133,9 +133,29 @@ async fn a_mixture_uses_each_envs_own_demonstrator() {
     let maze = lookup("maze").unwrap();
     let mix = EnvMix::new(vec![(arith.clone(), 3.0), (maze.clone(), 1.0)]).unwrap();
     assert_eq!(mix.demonstrator_knobs().len(), 3);
-    // Same knobs for every env: maze has none of arith-calc's, and the error names maze.
-    let err = config_error(mix.demonstrator(&demo_knobs(), 0));
-    assert!(err.contains("`maze`"), "{err}");
+    // Each env gets the knobs it declares: arith-calc's are not maze's business.
+    let mut tuned = mix.demonstrator(&demo_knobs(), 0).unwrap();
+    let played = episodes(&mix, tuned.as_mut(), 0, 100).await;
+    let (arith_played, maze_played): (Vec<_>, Vec<_>) = played
+        .iter()
+        .zip(0..)
+        .partition(|(_, i)| mix.task(Split::Train, *i).env_id == "arith-calc");
+    assert!(
+        maze_played.iter().all(|(e, _)| e.success),
+        "maze keeps its reference solver"
+    );
+    assert!(
+        arith_played.iter().any(|(e, _)| !e.success),
+        "arith-calc's demonstrator makes its mistakes"
+    );
+    // A knob no env of the mixture has is an error naming it and the envs.
+    let mut stray = demo_knobs();
+    stray.insert("wall_bump_prob".into(), serde_json::json!(0.5));
+    let err = config_error(mix.demonstrator(&stray, 0));
+    assert!(
+        err.contains("wall_bump_prob") && err.contains("maze"),
+        "{err}"
+    );
 
     let mut demonstrator = mix.demonstrator(&DemonstratorKnobs::new(), 0).unwrap();
     let played = episodes(&mix, demonstrator.as_mut(), 0, 24).await;
