@@ -45,11 +45,13 @@ environment:
 ";
 
 /// Crates that must stay free of tch/libtorch (checked by `cargo xtask test`).
-const TCH_FREE_CRATES: [&str; 4] = [
-    "agentrl-core",
-    "agentrl-env",
-    "agentrl-tools",
-    "agentrl-reward",
+/// Each entry is a package and the features to check it with (all of them, so the env-side
+/// binary and the tool command are covered too).
+const TCH_FREE_CRATES: [(&str, &str); 4] = [
+    ("agentrl-core", ""),
+    ("agentrl-env", "cli"),
+    ("agentrl-tools", "cli"),
+    ("agentrl-reward", ""),
 ];
 
 /// A failed step: the message to print and the exit code xtask leaves with.
@@ -330,11 +332,13 @@ fn choose_layout() -> Result<Layout> {
 /// Fails if any crate of [`TCH_FREE_CRATES`] has tch or torch-sys among its normal dependencies.
 fn check_tch_free(root: &Path) -> Result<()> {
     let mut offenders = Vec::new();
-    for krate in TCH_FREE_CRATES {
+    for (krate, features) in TCH_FREE_CRATES {
         let mut cmd = cargo(root, None);
-        cmd.args(["tree", "-e", "normal", "-p", krate, "--prefix", "none"])
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit());
+        cmd.args(["tree", "-e", "normal", "-p", krate, "--prefix", "none"]);
+        if !features.is_empty() {
+            cmd.args(["--features", features]);
+        }
+        cmd.stdin(Stdio::null()).stderr(Stdio::inherit());
         println!("$ {}", describe(&cmd));
         let out = cmd.output().map_err(|e| {
             Failure::new(format!("tch-free check: could not run `cargo tree`: {e}"))
