@@ -1,6 +1,8 @@
 //! The checkpoint pointer of a run directory (`checkpoints/latest.json`): a round trip, and
 //! clear errors for a pointer at a missing file or broken JSON.
 
+#![cfg(feature = "tch")]
+
 use agentrl_policy::checkpoint::{LatestCheckpoint, read_latest, write_latest};
 
 #[test]

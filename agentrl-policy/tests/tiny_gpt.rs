@@ -2,6 +2,8 @@
 //! leak between rows, the policy thread batches concurrent callers, and stop ids and stop
 //! strings end generation at the right token.
 
+#![cfg(feature = "tch")]
+
 use agentrl_core::{FinishReason, GenerationRequest, Policy, SamplingParams, SeededRng};
 use std::sync::Arc;
 
