@@ -34,10 +34,13 @@
 //!
 //! The other features: `protocol` is the HTTP env protocol (`protocol`: env server, client
 //! and controller; axum and reqwest). With no features the crate needs neither, nor the
-//! heavy parts of `agentrl-tools`.
+//! heavy parts of `agentrl-tools`. `cli` (not default) adds `cli`, the env commands as library
+//! functions, and the `agentrl-env` binary (`list`, `check`, `serve`, `controller`), which
+//! needs no libtorch.
 //!
-//! [`SelfCorrect`] gives retries after a wrong final answer; [`EnvMix`] mixes several envs by
-//! weight for multi-task runs.
+//! [`SelfCorrect`] gives retries after a wrong final answer; [`TurnCapped`] ends any env's
+//! episodes sooner (e.g. single-turn); [`EnvMix`] mixes several envs by weight for multi-task
+//! runs.
 //! [`check()`] checks an env the way Gymnasium's `check_env` does: reference solver,
 //! random policy and malformed actions.
 //!
