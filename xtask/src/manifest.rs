@@ -129,54 +129,46 @@ fn strip_comment(line: &str) -> &str {
     }
 }
 
-/// Byte offset of the first `wanted` outside a string.
-fn find_unquoted(text: &str, wanted: char) -> Option<usize> {
+/// The characters of `text` outside TOML strings, with their byte offsets (quotes and the
+/// strings between them are skipped; `\"` does not end a basic string).
+fn unquoted_chars(text: &str) -> impl Iterator<Item = (usize, char)> + '_ {
     let mut quote: Option<char> = None;
     let mut escaped = false;
-    for (at, c) in text.char_indices() {
-        match quote {
-            Some(q) => {
-                if escaped {
-                    escaped = false;
-                } else if c == '\\' && q == '"' {
-                    escaped = true;
-                } else if c == q {
-                    quote = None;
-                }
+    text.char_indices().filter(move |&(_, c)| match quote {
+        Some(q) => {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' && q == '"' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
             }
-            None if c == wanted => return Some(at),
-            None if c == '"' || c == '\'' => quote = Some(c),
-            None => {}
+            false
         }
-    }
-    None
+        None if c == '"' || c == '\'' => {
+            quote = Some(c);
+            false
+        }
+        None => true,
+    })
+}
+
+/// Byte offset of the first `wanted` outside a string.
+fn find_unquoted(text: &str, wanted: char) -> Option<usize> {
+    unquoted_chars(text)
+        .find(|&(_, c)| c == wanted)
+        .map(|(at, _)| at)
 }
 
 /// How many `[`/`{` are still open at the end of `value` (outside strings).
 fn open_brackets(value: &str) -> i32 {
-    let mut depth = 0;
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for c in value.chars() {
-        match quote {
-            Some(q) => {
-                if escaped {
-                    escaped = false;
-                } else if c == '\\' && q == '"' {
-                    escaped = true;
-                } else if c == q {
-                    quote = None;
-                }
-            }
-            None => match c {
-                '"' | '\'' => quote = Some(c),
-                '[' | '{' => depth += 1,
-                ']' | '}' => depth -= 1,
-                _ => {}
-            },
-        }
-    }
-    depth
+    unquoted_chars(value)
+        .map(|(_, c)| match c {
+            '[' | '{' => 1,
+            ']' | '}' => -1,
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A key without its quotes: `"a-b"` → `a-b`; a bare key is returned as it is.
