@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use agentrl_env::cli::{
-    ControllerArgs, EnvCommand, EnvServerArgs, run_controller, run_env_command, run_env_server,
+    ControllerArgs, EnvCommand, EnvServerArgs, run_binary, run_controller, run_env_command,
+    run_env_server,
 };
 use clap::{Parser, Subcommand};
 
@@ -30,36 +31,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: could not start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let result = runtime.block_on(async {
+    run_binary(async {
         match cli.command {
             Command::Env(command) => run_env_command(command).await,
             Command::Serve(args) => run_env_server(args).await,
             Command::Controller(args) => run_controller(args).await,
         }
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    })
 }

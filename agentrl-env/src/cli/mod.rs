@@ -10,6 +10,10 @@
 //! # }
 //! ```
 
+use std::process::ExitCode;
+
+use agentrl_core::Result;
+
 mod controller;
 mod env_command;
 mod env_server;
@@ -17,6 +21,36 @@ mod env_server;
 pub use controller::{ControllerArgs, run_controller};
 pub use env_command::{EnvCommand, run_env_command};
 pub use env_server::{EnvServerArgs, run_env_server};
+
+/// The body of an AgentRL binary's `main` (`agentrl-env`, and `agentrl` in the trainer):
+/// logs to stderr (`RUST_LOG`, default `info`), runs `command` on a multi-threaded tokio
+/// runtime, and turns an error into `error: ...` on stderr and a failing exit code.
+pub fn run_binary(command: impl std::future::Future<Output = Result<()>>) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// Waits for Ctrl-C; if it cannot be listened for, warns and waits forever (until killed).
 async fn ctrl_c() {
