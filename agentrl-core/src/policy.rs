@@ -148,4 +148,9 @@ pub trait Policy: Send + Sync {
 
     /// The version of the weights currently used for generation.
     fn version(&self) -> u64;
+
+    /// Tells the policy that `session` (see [`GenerationRequest::session`]) has ended, so it can
+    /// free what it kept for the session's next turn. The default keeps nothing and does
+    /// nothing.
+    fn end_session(&self, _session: &str) {}
 }

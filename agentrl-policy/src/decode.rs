@@ -15,15 +15,25 @@ use crate::sampling::sample_token;
 /// Attention bias value for masked positions (finite, so fully masked rows stay finite).
 pub(crate) const MASKED: f64 = -1e9;
 
-/// Per-layer cached keys and values, `[batch, heads, time, head_dim]`.
+/// Where a decoder's attention layers keep keys and values between forward calls: each layer
+/// hands over the keys and values of the new positions and gets back everything its queries
+/// attend to. [`KvCache`] appends (one batch, one generation); the continuous-batching engine's
+/// slots ([`crate::engine`]) write each row at its own positions.
+pub trait KvStore {
+    /// Stores layer `layer`'s new keys and values `[B, KV, T, hd]` and returns the keys and
+    /// values the new queries attend to, `[B, KV, T_keys, hd]`.
+    fn extend(&mut self, layer: usize, k: Tensor, v: Tensor) -> (Tensor, Tensor);
+}
+
+/// Per-layer cached keys and values, `[batch, heads, time, head_dim]`, appended to by each
+/// forward call.
 #[derive(Debug, Default)]
 pub(crate) struct KvCache {
     layers: Vec<Option<(Tensor, Tensor)>>,
 }
 
-impl KvCache {
-    /// Appends `k` and `v` of layer `layer` to the cache and returns the full keys and values.
-    pub(crate) fn extend(&mut self, layer: usize, k: Tensor, v: Tensor) -> (Tensor, Tensor) {
+impl KvStore for KvCache {
+    fn extend(&mut self, layer: usize, k: Tensor, v: Tensor) -> (Tensor, Tensor) {
         if self.layers.len() <= layer {
             self.layers.resize_with(layer + 1, || None);
         }
@@ -55,7 +65,7 @@ pub(crate) trait CachedDecoder: Send + 'static {
         ids: &Tensor,
         positions: &Tensor,
         bias: Option<&Tensor>,
-        cache: Option<&mut KvCache>,
+        cache: Option<&mut dyn KvStore>,
     ) -> Tensor;
     /// Logits `[B, T, V]` (f32) of hidden states `[B, T, D]`.
     fn head(&self, hidden: &Tensor) -> Tensor;
@@ -67,7 +77,7 @@ pub(crate) trait CachedDecoder: Send + 'static {
         ids: &Tensor,
         positions: &Tensor,
         bias: &Tensor,
-        cache: &mut KvCache,
+        cache: &mut dyn KvStore,
     ) -> Tensor {
         self.head(&self.hidden(ids, positions, Some(bias), Some(cache)))
     }
@@ -135,6 +145,19 @@ pub trait PolicyModel: Send + 'static {
     fn hidden_states(&self, ids: &Tensor) -> Tensor;
     /// Width `D` of [`PolicyModel::hidden_states`].
     fn hidden_size(&self) -> usize;
+    /// Where the model's tensors live.
+    fn device(&self) -> Device;
+    /// One forward step of the continuous-batching engine: the logits `[B, V]` (f32) at index
+    /// `last[b]` of each row of ids `[B, T]` at `positions`, with `bias` `[B, 1, T, T_keys]`
+    /// added to the attention scores and the keys/values exchanged with `cache`.
+    fn step_logits(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        bias: &Tensor,
+        cache: &mut dyn KvStore,
+        last: &Tensor,
+    ) -> Tensor;
 }
 
 impl<M: CachedDecoder> PolicyModel for M {
@@ -170,6 +193,23 @@ impl<M: CachedDecoder> PolicyModel for M {
     }
     fn hidden_size(&self) -> usize {
         CachedDecoder::hidden_size(self)
+    }
+    fn device(&self) -> Device {
+        CachedDecoder::device(self)
+    }
+    fn step_logits(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        bias: &Tensor,
+        cache: &mut dyn KvStore,
+        last: &Tensor,
+    ) -> Tensor {
+        let hidden = self.hidden(ids, positions, Some(bias), Some(cache));
+        let (b, _, d) = hidden.size3().unwrap_or((1, 1, 1));
+        // Only the positions whose next token is wanted go through the vocabulary head.
+        let index = last.view([b, 1, 1]).expand([b, 1, d], false);
+        self.head(&hidden.gather(1, &index, false)).squeeze_dim(1)
     }
 }
 
@@ -276,7 +316,7 @@ struct Batch<'a> {
 /// every token, so only the tail can hold a new match: the text of the last tokens is decoded,
 /// enough of them for the longest stop string even at one byte per token (plus slack for
 /// tokens that decode to pieces of a character), not the whole generation each time.
-fn find_stop(
+pub(crate) fn find_stop(
     stops: &[String],
     ids: &[TokenId],
     detokenizer: Option<&Detokenizer>,
@@ -435,6 +475,19 @@ impl PolicyModel for Box<dyn PolicyModel> {
     }
     fn hidden_size(&self) -> usize {
         (**self).hidden_size()
+    }
+    fn device(&self) -> Device {
+        (**self).device()
+    }
+    fn step_logits(
+        &self,
+        ids: &Tensor,
+        positions: &Tensor,
+        bias: &Tensor,
+        cache: &mut dyn KvStore,
+        last: &Tensor,
+    ) -> Tensor {
+        (**self).step_logits(ids, positions, bias, cache, last)
     }
 }
 

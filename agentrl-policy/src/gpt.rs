@@ -6,7 +6,7 @@ use agentrl_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor, nn, nn::Module};
 
-use crate::decode::{CachedDecoder, KvCache};
+use crate::decode::{CachedDecoder, KvStore};
 
 /// Shape of a [`TinyGpt`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,7 +151,7 @@ impl TinyGpt {
         ids: &Tensor,
         positions: &Tensor,
         bias: Option<&Tensor>,
-        mut cache: Option<&mut KvCache>,
+        mut cache: Option<&mut dyn KvStore>,
     ) -> Tensor {
         let (b, t) = ids.size2().unwrap_or((1, 1));
         let h = self.config.n_heads as i64;
@@ -222,7 +222,7 @@ impl CachedDecoder for TinyGpt {
         ids: &Tensor,
         positions: &Tensor,
         bias: Option<&Tensor>,
-        cache: Option<&mut KvCache>,
+        cache: Option<&mut dyn KvStore>,
     ) -> Tensor {
         self.final_hidden(ids, positions, bias, cache)
     }

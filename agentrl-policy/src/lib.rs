@@ -47,6 +47,8 @@ pub mod decode;
 #[cfg(feature = "tch")]
 pub mod device;
 #[cfg(feature = "tch")]
+mod engine;
+#[cfg(feature = "tch")]
 pub mod gpt;
 #[cfg(feature = "tch")]
 pub mod load;
@@ -67,4 +69,7 @@ pub use decode::{Detokenizer, PolicyModel};
 #[cfg(feature = "tch")]
 pub use gpt::{GptConfig, TinyGpt};
 #[cfg(feature = "tch")]
-pub use tch_policy::{GenerationStream, NamedWeights, StreamedToken, TchPolicy, snapshot_weights};
+pub use tch_policy::{
+    EngineOptions, EngineStats, GenerationStream, NamedWeights, StreamedToken, TchPolicy,
+    snapshot_weights,
+};

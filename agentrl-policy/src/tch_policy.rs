@@ -1,20 +1,24 @@
-//! [`TchPolicy`]: a tch model on its own thread, serving batched generation to async callers.
+//! [`TchPolicy`]: a tch model on its own thread, serving async callers through the
+//! continuous-batching engine.
 //!
-//! Every `generate` call from any task is queued; the model thread takes everything waiting
-//! (up to `max_batch` rows) and runs it as one batch, so concurrent env sessions share forward
-//! passes. Weights are replaced in place by [`TchPolicy::set_weights`] between batches.
+//! Every `generate` call from any task is queued for the model thread, which keeps one running
+//! batch: new requests join it at the next step, finished ones leave at once, and a session's
+//! keys and values are kept between its turns so the next turn feeds only its new ids (see
+//! [`EngineOptions`] and [`EngineStats`]). Weights are replaced in place by
+//! [`TchPolicy::set_weights`] once the running batch has drained.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 
-use agentrl_core::{Error, Generation, GenerationRequest, Policy, Result, SeededRng, TokenId};
+use agentrl_core::{Error, Generation, GenerationRequest, Policy, Result};
 use async_trait::async_trait;
 use tch::{Tensor, nn};
 use tokio::sync::mpsc as mpsc_async;
 use tokio::sync::oneshot;
 
 use crate::decode::{Detokenizer, PolicyModel};
+use crate::engine::{Engine, Job};
+pub use crate::engine::{EngineOptions, EngineStats, StreamedToken};
 
 /// Named weight tensors, as produced by [`snapshot_weights`].
 pub type NamedWeights = Vec<(String, Tensor)>;
@@ -22,17 +26,7 @@ pub type NamedWeights = Vec<(String, Tensor)>;
 enum Command {
     Generate(Job),
     SetWeights(NamedWeights, u64, oneshot::Sender<Result<()>>),
-}
-
-/// A token as it is sampled: the index of its request in the call, the id, its log-probability.
-pub type StreamedToken = (usize, TokenId, f32);
-
-/// One `generate` call waiting for the model thread.
-struct Job {
-    requests: Vec<GenerationRequest>,
-    /// Where each token goes as soon as it is sampled, for streaming calls.
-    stream: Option<mpsc_async::UnboundedSender<StreamedToken>>,
-    reply: oneshot::Sender<Result<Vec<Generation>>>,
+    EndSession(String),
 }
 
 /// A generation in progress whose tokens arrive as they are sampled
@@ -62,7 +56,7 @@ async fn answer(done: oneshot::Receiver<Result<Vec<Generation>>>) -> Result<Vec<
 pub struct TchPolicy {
     inner: Arc<Inner>,
     version: Arc<AtomicU64>,
-    batches: Arc<AtomicU64>,
+    stats: Arc<Mutex<EngineStats>>,
 }
 
 struct Inner {
@@ -104,16 +98,23 @@ pub fn snapshot_weights(vs: &nn::VarStore) -> NamedWeights {
 
 impl TchPolicy {
     /// Starts the model thread for `model` (a [`crate::TinyGpt`], a [`crate::llama::Llama`] or
-    /// any [`PolicyModel`]) whose variables live in `vs`. `max_batch` bounds the rows of one
-    /// forward batch; `seed` seeds the sampling streams of requests that bring no seed of their
-    /// own. Requests with stop strings are refused: see [`TchPolicy::spawn_with_detokenizer`].
+    /// any [`PolicyModel`]) whose variables live in `vs`, with the default [`EngineOptions`]
+    /// but at most `max_batch` running rows; `seed` seeds the sampling streams of requests that
+    /// bring no seed of their own. Requests with stop strings are refused: see
+    /// [`TchPolicy::spawn_with_detokenizer`].
     pub fn spawn<M: PolicyModel>(
         vs: nn::VarStore,
         model: M,
         max_batch: usize,
         seed: u64,
     ) -> Result<Self> {
-        Self::spawn_inner(vs, model, max_batch, seed, None)
+        Self::spawn_with_options(
+            vs,
+            model,
+            EngineOptions::with_max_batch(max_batch),
+            seed,
+            None,
+        )
     }
 
     /// [`TchPolicy::spawn`] with the text view of generated ids (normally the chat format's
@@ -125,33 +126,33 @@ impl TchPolicy {
         seed: u64,
         detokenizer: Detokenizer,
     ) -> Result<Self> {
-        Self::spawn_inner(vs, model, max_batch, seed, Some(detokenizer))
+        let options = EngineOptions::with_max_batch(max_batch);
+        Self::spawn_with_options(vs, model, options, seed, Some(detokenizer))
     }
 
-    fn spawn_inner<M: PolicyModel>(
+    /// Starts the model thread with every engine knob given.
+    pub fn spawn_with_options<M: PolicyModel>(
         vs: nn::VarStore,
         model: M,
-        max_batch: usize,
+        options: EngineOptions,
         seed: u64,
         detokenizer: Option<Detokenizer>,
     ) -> Result<Self> {
         let (tx, rx) = mpsc::channel::<Command>();
         let version = Arc::new(AtomicU64::new(0));
-        let batches = Arc::new(AtomicU64::new(0));
-        let v = version.clone();
-        let nb = batches.clone();
+        let stats = Arc::new(Mutex::new(EngineStats::default()));
+        let (v, published) = (version.clone(), stats.clone());
         let thread = std::thread::Builder::new()
             .name("agentrl-policy".into())
             .spawn(move || {
-                let thread = ModelThread {
-                    model,
-                    detokenizer,
+                let engine = Engine::new(model, detokenizer, options, seed, published);
+                ModelThread {
+                    engine,
+                    vs,
                     version: v,
-                    batches: nb,
-                    max_batch: max_batch.max(1),
-                    seeds: SeededRng::new(seed),
-                };
-                thread.run(vs, rx)
+                    updates: Vec::new(),
+                }
+                .run(rx)
             })
             .map_err(|e| Error::Policy(format!("could not start the model thread: {e}")))?;
         Ok(TchPolicy {
@@ -160,11 +161,12 @@ impl TchPolicy {
                 thread: Some(thread),
             }),
             version,
-            batches,
+            stats,
         })
     }
 
-    /// Replaces the weights (matched by name) and sets the policy version.
+    /// Replaces the weights (matched by name) and sets the policy version, once the
+    /// generations in progress have finished with the old ones.
     pub async fn set_weights(&self, weights: NamedWeights, version: u64) -> Result<()> {
         let (tx, rx) = oneshot::channel();
         self.inner.send(Command::SetWeights(weights, version, tx))?;
@@ -195,9 +197,15 @@ impl TchPolicy {
         Ok(done)
     }
 
-    /// Number of forward batches run so far (for metrics and tests of batching).
+    /// What the engine has done and holds (as of its last step).
+    pub fn stats(&self) -> EngineStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Number of prefill forward passes run so far: how many passes new requests shared (for
+    /// tests of batching).
     pub fn batches_run(&self) -> u64 {
-        self.batches.load(Ordering::Relaxed)
+        self.stats().prefill_batches
     }
 }
 
@@ -212,6 +220,11 @@ impl Policy for TchPolicy {
 
     fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
+    }
+
+    fn end_session(&self, session: &str) {
+        // A stopped thread has nothing cached to free.
+        let _ = self.inner.send(Command::EndSession(session.to_string()));
     }
 }
 
@@ -237,139 +250,75 @@ fn apply_weights(vs: &nn::VarStore, weights: &NamedWeights) -> Result<()> {
     })
 }
 
-/// What the model thread owns: the model, its text view and its counters.
+/// What the model thread owns: the engine, the variables it updates, and weight updates that
+/// wait for the running batch to drain.
 struct ModelThread<M> {
-    model: M,
-    detokenizer: Option<Detokenizer>,
+    engine: Engine<M>,
+    vs: nn::VarStore,
     version: Arc<AtomicU64>,
-    batches: Arc<AtomicU64>,
-    max_batch: usize,
-    /// Seeds the streams of requests without a seed of their own.
-    seeds: SeededRng,
+    updates: Vec<(NamedWeights, u64, oneshot::Sender<Result<()>>)>,
 }
 
 impl<M: PolicyModel> ModelThread<M> {
     /// Serves commands until every handle is dropped.
-    fn run(mut self, vs: nn::VarStore, rx: mpsc::Receiver<Command>) {
-        let mut pending: Option<Command> = None;
+    fn run(mut self, rx: mpsc::Receiver<Command>) {
         loop {
-            let first = match pending.take() {
-                Some(c) => c,
-                None => match rx.recv() {
-                    Ok(c) => c,
+            if self.engine.is_idle() && self.updates.is_empty() {
+                // Nothing to do: sleep until a command comes, then give concurrent callers a
+                // moment to arrive so their prompts share the first prefill.
+                match rx.recv() {
+                    Ok(command) => self.handle(command),
                     Err(_) => return,
-                },
-            };
-            match first {
-                Command::SetWeights(w, v, reply) => {
-                    let r = apply_weights(&vs, &w);
-                    if r.is_ok() {
-                        self.version.store(v, Ordering::Release);
-                    }
-                    let _ = reply.send(r);
                 }
-                Command::Generate(job) => {
-                    let mut rows: usize = job.requests.len();
-                    let mut jobs = vec![job];
-                    // Wait a moment for other sessions' requests, so they share this batch.
-                    let deadline = std::time::Instant::now() + GATHER_WINDOW;
-                    while rows < self.max_batch {
-                        let left = deadline.saturating_duration_since(std::time::Instant::now());
-                        match rx.recv_timeout(left) {
-                            Ok(Command::Generate(job)) => {
-                                rows += job.requests.len();
-                                jobs.push(job);
-                            }
-                            Ok(other) => {
-                                pending = Some(other);
-                                break;
-                            }
-                            Err(_) => break,
+                let deadline = std::time::Instant::now() + GATHER_WINDOW;
+                while let Ok(command) =
+                    rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+                {
+                    self.handle(command);
+                }
+            }
+            loop {
+                match rx.try_recv() {
+                    Ok(command) => self.handle(command),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        if self.engine.is_idle() {
+                            return;
                         }
+                        break;
                     }
-                    self.run_batch(jobs);
-                    self.batches.fetch_add(1, Ordering::Relaxed);
                 }
+            }
+            if !self.updates.is_empty() && !self.engine.has_running() {
+                self.apply_updates();
+            }
+            if !self.engine.is_idle() {
+                self.engine.step(self.updates.is_empty());
             }
         }
     }
 
-    /// Generates for every job in one batch and answers each job with its rows.
-    fn run_batch(&mut self, jobs: Vec<Job>) {
-        if jobs.is_empty() {
-            return;
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Generate(job) => self.engine.submit(job),
+            Command::SetWeights(w, v, reply) => self.updates.push((w, v, reply)),
+            Command::EndSession(session) => self.engine.end_session(&session),
         }
-        let mut prompts = Vec::new();
-        let mut params = Vec::new();
-        let mut rngs = Vec::new();
-        // For every row: its job and its index in that job.
-        let mut owners = Vec::new();
-        for (j, job) in jobs.iter().enumerate() {
-            for (i, r) in job.requests.iter().enumerate() {
-                prompts.push(r.prompt_ids.clone());
-                rngs.push(match r.params.seed {
-                    Some(s) => SeededRng::new(s),
-                    None => SeededRng::new(self.seeds.next_u64()),
-                });
-                params.push(r.params.clone());
-                owners.push((j, i));
+    }
+
+    /// Applies the waiting weight updates in order (the running batch is empty).
+    fn apply_updates(&mut self) {
+        for (weights, version, reply) in std::mem::take(&mut self.updates) {
+            let r = apply_weights(&self.vs, &weights);
+            if r.is_ok() {
+                self.version.store(version, Ordering::Release);
+                self.engine.weights_changed(version);
             }
-        }
-        let v = self.version.load(Ordering::Acquire);
-        // Which jobs' streams have had tokens (a retry must not send them again).
-        let mut streamed = vec![false; jobs.len()];
-        let mut on_token = |row: usize, id: TokenId, logprob: f32| {
-            if let Some(&(j, i)) = owners.get(row)
-                && let Some(stream) = &jobs[j].stream
-            {
-                // A caller that stopped listening only loses the stream, not the generation.
-                let _ = stream.send((i, id, logprob));
-                streamed[j] = true;
-            }
-        };
-        let (model, detokenizer) = (&self.model, self.detokenizer.as_ref());
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            model.generate_with(&prompts, &params, &mut rngs, v, detokenizer, &mut on_token)
-        }))
-        .unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::Policy(format!(
-                "generation failed inside libtorch: {what}"
-            )))
-        });
-        match result {
-            Ok(all) => {
-                let mut it = all.into_iter();
-                for job in jobs {
-                    let mine: Vec<Generation> = it.by_ref().take(job.requests.len()).collect();
-                    let _ = job.reply.send(Ok(mine));
-                }
-            }
-            Err(e) if jobs.len() == 1 => {
-                if let Some(job) = jobs.into_iter().next() {
-                    let _ = job.reply.send(Err(e));
-                }
-            }
-            Err(e) => {
-                // One job's bad input must not fail the others: retry each job alone, except a
-                // stream that already sent tokens, which gets the error.
-                for (job, streamed) in jobs.into_iter().zip(streamed) {
-                    if streamed {
-                        let _ = job.reply.send(Err(Error::Policy(format!(
-                            "generation failed after streaming began: {e}"
-                        ))));
-                    } else {
-                        self.run_batch(vec![job]);
-                    }
-                }
-            }
+            let _ = reply.send(r);
         }
     }
 }
 
-/// How long the model thread waits for more requests before running a batch.
+/// How long an idle model thread waits for more requests after the first, so that calls made
+/// together share their prefill.
 const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(2);

@@ -7,7 +7,7 @@ use tch::{Device, Kind, Tensor, nn, nn::Module};
 use super::config::LlamaConfig;
 use super::dtype::Dtype;
 use super::lora::Proj;
-use crate::decode::{CachedDecoder, KvCache};
+use crate::decode::{CachedDecoder, KvStore};
 
 #[derive(Debug)]
 pub(super) struct Layer {
@@ -163,7 +163,7 @@ impl Llama {
         ids: &Tensor,
         positions: &Tensor,
         bias: Option<&Tensor>,
-        mut cache: Option<&mut KvCache>,
+        mut cache: Option<&mut dyn KvStore>,
     ) -> Tensor {
         let (b, t) = ids.size2().unwrap_or((1, 1));
         let h = self.config.num_attention_heads as i64;
@@ -249,7 +249,7 @@ impl CachedDecoder for Llama {
         ids: &Tensor,
         positions: &Tensor,
         bias: Option<&Tensor>,
-        cache: Option<&mut KvCache>,
+        cache: Option<&mut dyn KvStore>,
     ) -> Tensor {
         self.final_hidden(ids, positions, bias, cache)
     }

@@ -25,8 +25,11 @@ pub fn random_llama(seed: i64, config_json: &str) -> (nn::VarStore, Llama) {
     let config = LlamaConfig::from_json_str(config_json, "tiny").unwrap();
     let vs = nn::VarStore::new(Device::Cpu);
     let m = Llama::new(&vs.root(), config).unwrap();
+    // In name order: `variables()` is a hash map, and the noise must land the same way each time.
+    let mut variables: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    variables.sort_by(|a, b| a.0.cmp(&b.0));
     tch::no_grad(|| {
-        for (_, mut v) in vs.variables() {
+        for (_, mut v) in variables {
             let noise = Tensor::randn_like(&v) * 0.2;
             let _ = v.g_add_(&noise);
         }

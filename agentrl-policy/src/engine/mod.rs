@@ -1,0 +1,586 @@
+//! The continuous-batching engine behind [`crate::TchPolicy`].
+//!
+//! The model thread keeps one running batch of rows, each in its own slot of keys and values
+//! (`slots`). Every step it first prefills rows that joined (their prompts fed in chunks, at
+//! most [`EngineOptions::prefill_chunk`] ids per row and step, so decoding rows are not stalled
+//! for long), then runs one decode step over every row that is generating. A row leaves the
+//! moment it finishes and its slot takes the next waiting request; nobody waits for the
+//! slowest row.
+//!
+//! When a request names a session ([`agentrl_core::GenerationRequest::session`]), the keys and
+//! values of its conversation are kept after the turn (`sessions`, under a byte budget with
+//! least-recently-used eviction), and the next turn feeds only the ids that follow the longest
+//! prefix it shares with them. New weights clear that cache, so no turn attends to keys of
+//! older weights.
+
+mod jobs;
+mod sessions;
+mod slots;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use agentrl_core::{Error, FinishReason, Result, SeededRng};
+use serde::Serialize;
+use tch::{Device, Kind, Tensor};
+
+use crate::decode::{Detokenizer, MASKED, PolicyModel, find_stop};
+use crate::sampling::sample_token;
+pub(crate) use jobs::Job;
+pub use jobs::StreamedToken;
+use jobs::{JobState, Row};
+use sessions::{CachedPrefix, SessionCache};
+use slots::{SlotKv, SlotStep};
+
+/// The engine's knobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineOptions {
+    /// Most rows in the running batch; more requests wait for a free slot.
+    pub max_batch: usize,
+    /// Bytes of keys and values kept for sessions between their turns (0 turns reuse off).
+    pub session_cache_bytes: u64,
+    /// Most prompt ids of one row fed in one step.
+    pub prefill_chunk: usize,
+    /// Most ids (rows × the longest chunk) in one prefill forward pass.
+    pub prefill_tokens: usize,
+}
+
+impl EngineOptions {
+    /// The defaults with at most `max_batch` rows running.
+    pub fn with_max_batch(max_batch: usize) -> Self {
+        EngineOptions {
+            max_batch: max_batch.max(1),
+            ..Self::default()
+        }
+    }
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            max_batch: 64,
+            session_cache_bytes: 1 << 30,
+            prefill_chunk: 512,
+            prefill_tokens: 8192,
+        }
+    }
+}
+
+/// What the engine has done so far (counters) and holds now (gauges).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EngineStats {
+    /// Requests answered or in progress.
+    pub requests: u64,
+    /// Prompt ids fed through the model (prefill), not counting reused ones.
+    pub prefill_tokens: u64,
+    /// Prompt ids whose keys and values came from a session's cache instead.
+    pub reused_tokens: u64,
+    /// Ids generated.
+    pub generated_tokens: u64,
+    /// Prefill forward passes (each may serve many rows).
+    pub prefill_batches: u64,
+    /// Decode forward passes.
+    pub decode_steps: u64,
+    /// Session caches dropped to stay within the byte budget.
+    pub evictions: u64,
+    /// Requests dropped because their caller stopped waiting.
+    pub cancelled: u64,
+    /// Bytes of keys and values kept for sessions now.
+    pub session_cache_bytes: u64,
+    /// Sessions with cached keys and values now.
+    pub cached_sessions: u64,
+    /// Bytes of the running batch's slots now.
+    pub slot_bytes: u64,
+}
+
+/// The engine: the model, its running batch and the session cache. Driven by the model thread.
+pub(crate) struct Engine<M> {
+    model: M,
+    detokenizer: Option<Detokenizer>,
+    options: EngineOptions,
+    jobs: HashMap<u64, JobState>,
+    next_job: u64,
+    waiting: VecDeque<Row>,
+    running: Vec<Row>,
+    /// Which slots hold a running row.
+    occupied: Vec<bool>,
+    kv: SlotKv,
+    sessions: SessionCache,
+    /// Seeds the streams of requests without a seed of their own.
+    seeds: SeededRng,
+    version: u64,
+    stats: EngineStats,
+    published: Arc<Mutex<EngineStats>>,
+    /// Calls completed in this step, answered after the stats are published (so a caller that
+    /// reads them after its answer sees its own call counted).
+    answered: Vec<JobState>,
+}
+
+impl<M: PolicyModel> Engine<M> {
+    /// An idle engine; `published` receives the stats after every step.
+    pub(crate) fn new(
+        model: M,
+        detokenizer: Option<Detokenizer>,
+        options: EngineOptions,
+        seed: u64,
+        published: Arc<Mutex<EngineStats>>,
+    ) -> Self {
+        let sessions = SessionCache::new(options.session_cache_bytes);
+        Engine {
+            model,
+            detokenizer,
+            options,
+            jobs: HashMap::new(),
+            next_job: 0,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            occupied: Vec::new(),
+            kv: SlotKv::default(),
+            sessions,
+            seeds: SeededRng::new(seed),
+            version: 0,
+            stats: EngineStats::default(),
+            published,
+            answered: Vec::new(),
+        }
+    }
+
+    /// Whether nothing is waiting or running.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
+
+    /// Whether rows are in the running batch.
+    pub(crate) fn has_running(&self) -> bool {
+        !self.running.is_empty()
+    }
+
+    /// Takes a `generate` call: checks every request (a bad one fails the call, and only it),
+    /// answers prompts that leave no room at once, queues the rest.
+    pub(crate) fn submit(&mut self, job: Job) {
+        if let Err(e) = self.check(&job) {
+            let _ = job.reply.send(Err(e));
+            return;
+        }
+        let id = self.next_job;
+        self.next_job += 1;
+        let (mut state, requests) = JobState::new(job);
+        let context = self.model.context_len();
+        let mut done = requests.is_empty();
+        for (index, request) in requests.into_iter().enumerate() {
+            self.stats.requests += 1;
+            let rng = match request.params.seed {
+                Some(s) => SeededRng::new(s),
+                None => SeededRng::new(self.seeds.next_u64()),
+            };
+            let mut row = Row::new(id, index, request, rng);
+            if row.prompt.len() >= context {
+                row.generation.policy_version = self.version;
+                done = state.finish(index, row.generation);
+            } else {
+                self.waiting.push_back(row);
+            }
+        }
+        if done {
+            self.answered.push(state);
+            self.publish();
+        } else {
+            self.jobs.insert(id, state);
+        }
+    }
+
+    /// The first problem with any of `job`'s requests.
+    fn check(&self, job: &Job) -> Result<()> {
+        let vocab = self.model.vocab_size();
+        for (i, r) in job.requests.iter().enumerate() {
+            r.params.validate()?;
+            if !r.params.stop.is_empty() && self.detokenizer.is_none() {
+                return Err(Error::Policy(format!(
+                    "request {i} has stop strings {:?}, but this model was started without a \
+                     detokenizer to match them (give the policy the chat format's decoder, or \
+                     use stop ids)",
+                    r.params.stop
+                )));
+            }
+            if let Some(&bad) = r.prompt_ids.iter().find(|&&id| id as usize >= vocab) {
+                return Err(Error::Policy(format!(
+                    "prompt {i} has id {bad}, outside the vocabulary of {vocab}"
+                )));
+            }
+            if r.prompt_ids.is_empty() {
+                return Err(Error::Policy(format!("prompt {i} is empty")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets what is cached for `session`.
+    pub(crate) fn end_session(&mut self, session: &str) {
+        self.sessions.remove(session);
+        self.publish();
+    }
+
+    /// New weights are in place (the running batch is empty): later rows carry `version`, and
+    /// no cached keys or values of the old weights are reused.
+    pub(crate) fn weights_changed(&mut self, version: u64) {
+        self.version = version;
+        self.sessions.clear();
+        self.publish();
+    }
+
+    /// One engine step: drops abandoned calls, admits waiting rows into free slots (unless
+    /// `admit` is false: a weight update waits for the batch to drain), prefills, then decodes
+    /// one token for every generating row. A libtorch failure fails every running call.
+    pub(crate) fn step(&mut self, admit: bool) {
+        self.drop_abandoned();
+        if admit {
+            self.admit();
+        }
+        let outcome = self.prefill().and_then(|_| self.decode());
+        if let Err(e) = outcome {
+            self.fail_running(&e);
+        }
+        if self.running.is_empty() {
+            self.kv.release();
+        }
+        self.publish();
+    }
+
+    /// Drops the rows of calls whose caller stopped waiting, and those calls.
+    fn drop_abandoned(&mut self) {
+        let gone: Vec<u64> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.abandoned())
+            .map(|(&id, _)| id)
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        for id in &gone {
+            self.jobs.remove(id);
+        }
+        let jobs = &self.jobs;
+        let before = self.waiting.len() + self.running.len();
+        self.waiting.retain(|r| jobs.contains_key(&r.job));
+        for row in self.running.iter().filter(|r| !jobs.contains_key(&r.job)) {
+            self.occupied[row.slot] = false;
+        }
+        self.running.retain(|r| jobs.contains_key(&r.job));
+        let after = self.waiting.len() + self.running.len();
+        self.stats.cancelled += (before - after) as u64;
+    }
+
+    /// Moves waiting rows into free slots, loading what their session has cached.
+    fn admit(&mut self) {
+        while self.running.len() < self.options.max_batch {
+            let Some(mut row) = self.waiting.pop_front() else {
+                break;
+            };
+            let slot = match self.occupied.iter().position(|&o| !o) {
+                Some(s) => s,
+                None => {
+                    self.occupied.push(false);
+                    self.occupied.len() - 1
+                }
+            };
+            self.occupied[slot] = true;
+            row.slot = slot;
+            row.cached = 0;
+            row.generation.policy_version = self.version;
+            if let Some(session) = &row.session
+                && let Some((prefix, reuse)) = self.sessions.take(session, &row.prompt)
+            {
+                self.kv.reserve(self.occupied.len(), reuse);
+                self.kv.load(slot, &prefix.layers, reuse);
+                row.cached = reuse;
+                self.stats.reused_tokens += reuse as u64;
+            }
+            self.running.push(row);
+        }
+    }
+
+    /// Feeds the next chunk of every prefilling row (up to the token budget) in one forward
+    /// pass; rows whose prompt is then complete sample their first token.
+    fn prefill(&mut self) -> Result<()> {
+        let chunk = self.options.prefill_chunk.max(1);
+        let mut picked: Vec<(usize, usize)> = Vec::new();
+        let mut width = 0;
+        for (i, row) in self.running.iter().enumerate() {
+            if !row.prefilling() {
+                continue;
+            }
+            let n = (row.prompt.len() - row.cached).min(chunk);
+            let w = width.max(n);
+            if !picked.is_empty() && (picked.len() + 1) * w > self.options.prefill_tokens {
+                break;
+            }
+            picked.push((i, n));
+            width = w;
+        }
+        if picked.is_empty() {
+            return Ok(());
+        }
+        let context = self.model.context_len();
+        let b = picked.len();
+        let mut ids = vec![0i64; b * width];
+        let mut positions = vec![0i64; b * width];
+        let mut write_at = vec![0i64; b * width];
+        let mut last = vec![0i64; b];
+        let mut slots = vec![0i64; b];
+        let mut keys = 0;
+        for (r, &(i, n)) in picked.iter().enumerate() {
+            let row = &self.running[i];
+            for j in 0..width {
+                let at = row.cached + j;
+                write_at[r * width + j] = at as i64;
+                positions[r * width + j] = at.min(context - 1) as i64;
+                if j < n {
+                    ids[r * width + j] = i64::from(row.prompt[at]);
+                }
+            }
+            last[r] = n as i64 - 1;
+            slots[r] = row.slot as i64;
+            keys = keys.max(row.cached + width);
+        }
+        self.kv.reserve(self.occupied.len(), keys);
+        let shape = Shape {
+            rows: b,
+            width,
+            keys,
+        };
+        let logits = self.forward(&slots, &ids, &positions, &write_at, &last, shape)?;
+        self.stats.prefill_batches += 1;
+        let vocab = self.model.vocab_size();
+        let mut finished = Vec::new();
+        for (r, &(i, n)) in picked.iter().enumerate() {
+            self.stats.prefill_tokens += n as u64;
+            self.running[i].cached += n;
+            if !self.running[i].prefilling() && self.sample(i, &logits[r * vocab..(r + 1) * vocab])
+            {
+                finished.push(i);
+            }
+        }
+        self.retire(finished);
+        Ok(())
+    }
+
+    /// One decode step: every generating row feeds its last token and samples the next.
+    fn decode(&mut self) -> Result<()> {
+        self.compact();
+        let mut order: Vec<usize> = (0..self.running.len())
+            .filter(|&i| !self.running[i].prefilling())
+            .collect();
+        if order.is_empty() {
+            return Ok(());
+        }
+        order.sort_by_key(|&i| self.running[i].slot);
+        let b = order.len();
+        let mut ids = Vec::with_capacity(b);
+        let mut at = Vec::with_capacity(b);
+        let mut slots = Vec::with_capacity(b);
+        for &i in &order {
+            let row = &self.running[i];
+            let last = row.generation.ids.last().copied().unwrap_or(0);
+            ids.push(i64::from(last));
+            at.push(row.cached as i64);
+            slots.push(row.slot as i64);
+        }
+        let keys = at.iter().max().copied().unwrap_or(0) as usize + 1;
+        self.kv.reserve(self.occupied.len(), keys);
+        let shape = Shape {
+            rows: b,
+            width: 1,
+            keys,
+        };
+        let logits = self.forward(&slots, &ids, &at, &at, &vec![0; b], shape)?;
+        self.stats.decode_steps += 1;
+        let vocab = self.model.vocab_size();
+        let mut finished = Vec::new();
+        for (r, &i) in order.iter().enumerate() {
+            self.running[i].cached += 1;
+            if self.sample(i, &logits[r * vocab..(r + 1) * vocab]) {
+                finished.push(i);
+            }
+        }
+        self.retire(finished);
+        Ok(())
+    }
+
+    /// Moves generating rows into slots `0..n` (swapping with prefilling rows or free slots),
+    /// so the decode step reads the slots as one contiguous block instead of gathering them.
+    fn compact(&mut self) {
+        let generating: Vec<usize> = (0..self.running.len())
+            .filter(|&i| !self.running[i].prefilling())
+            .collect();
+        let n = generating.len();
+        let holder: HashMap<usize, usize> = self
+            .running
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.slot, i))
+            .collect();
+        let movers = generating.iter().filter(|&&i| self.running[i].slot >= n);
+        let targets =
+            (0..n).filter(|s| holder.get(s).is_none_or(|&i| self.running[i].prefilling()));
+        let moves: Vec<(usize, usize)> = movers.copied().zip(targets).collect();
+        for (mover, target) in moves {
+            let from = self.running[mover].slot;
+            let other = holder.get(&target).copied();
+            let len = other
+                .map_or(0, |o| self.running[o].cached)
+                .max(self.running[mover].cached);
+            self.kv.swap(from, target, len);
+            match other {
+                Some(o) => self.running[o].slot = from,
+                None => {
+                    self.occupied[from] = false;
+                    self.occupied[target] = true;
+                }
+            }
+            self.running[mover].slot = target;
+        }
+    }
+
+    /// Samples row `i`'s next token from its `logits`; true when the row is finished.
+    fn sample(&mut self, i: usize, logits: &[f32]) -> bool {
+        let context = self.model.context_len();
+        let detokenizer = self.detokenizer.as_ref();
+        let row = &mut self.running[i];
+        let (id, logprob) = sample_token(logits, &row.params, &mut row.rng);
+        self.stats.generated_tokens += 1;
+        let g = &mut row.generation;
+        g.ids.push(id);
+        g.logprobs.push(logprob);
+        if let Some(job) = self.jobs.get(&row.job) {
+            job.stream(row.index, id, logprob);
+        }
+        if row.params.stop_ids.contains(&id) {
+            g.finish = FinishReason::Stop;
+            return true;
+        }
+        if let Some(stop) = find_stop(&row.params.stop, &g.ids, detokenizer) {
+            g.finish = FinishReason::Stop;
+            g.matched_stop = Some(stop);
+            return true;
+        }
+        g.ids.len() >= row.params.max_new_tokens || row.prompt.len() + g.ids.len() >= context
+    }
+
+    /// Takes finished rows (indices into the running batch) out: frees their slots, keeps
+    /// their sessions' keys and values, answers calls that are complete.
+    fn retire(&mut self, mut finished: Vec<usize>) {
+        finished.sort_unstable();
+        for i in finished.into_iter().rev() {
+            let row = self.running.swap_remove(i);
+            self.occupied[row.slot] = false;
+            if let Some(session) = &row.session
+                && self.sessions.enabled()
+            {
+                let prefix = CachedPrefix {
+                    ids: row.cached_ids(),
+                    layers: self.kv.save(row.slot, row.cached),
+                };
+                self.sessions.put(session.clone(), prefix);
+            }
+            if let Some(job) = self.jobs.get_mut(&row.job)
+                && job.finish(row.index, row.generation)
+                && let Some(job) = self.jobs.remove(&row.job)
+            {
+                self.answered.push(job);
+            }
+        }
+    }
+
+    /// Fails every call with a row in the running batch, and empties it.
+    fn fail_running(&mut self, error: &Error) {
+        for row in std::mem::take(&mut self.running) {
+            self.occupied[row.slot] = false;
+            if let Some(job) = self.jobs.remove(&row.job) {
+                job.fail(Error::Policy(format!("generation failed: {error}")));
+            }
+        }
+        self.waiting.retain(|r| self.jobs.contains_key(&r.job));
+    }
+
+    /// One forward pass over `slots` (one per batch row): ids, rotary positions and slot
+    /// positions `[rows, width]`, the index of the wanted logits in each row. Returns the
+    /// logits `[rows, vocab]`, flattened. A panic inside libtorch is an error.
+    fn forward(
+        &mut self,
+        slots: &[i64],
+        ids: &[i64],
+        positions: &[i64],
+        write_at: &[i64],
+        last: &[i64],
+        shape: Shape,
+    ) -> Result<Vec<f32>> {
+        let Shape { rows, width, keys } = shape;
+        let (b, t, k) = (rows as i64, width as i64, keys as i64);
+        let device = self.model.device();
+        let (model, kv) = (&self.model, &mut self.kv);
+        let run = || {
+            tch::no_grad(|| {
+                let matrix = |v: &[i64]| Tensor::from_slice(v).view([b, t]).to(device);
+                let write_at = matrix(write_at);
+                let hidden_from = Tensor::arange(k, (Kind::Int64, device))
+                    .view([1, 1, 1, k])
+                    .gt_tensor(&write_at.view([b, 1, t, 1]));
+                let bias = Tensor::zeros([b, 1, t, k], (Kind::Float, device))
+                    .masked_fill(&hidden_from, MASKED);
+                let last = Tensor::from_slice(last).to(device);
+                let mut step = SlotStep::new(kv, slots, write_at, k);
+                model
+                    .step_logits(&matrix(ids), &matrix(positions), &bias, &mut step, &last)
+                    .to_kind(Kind::Float)
+                    .to(Device::Cpu)
+                    .contiguous()
+                    .view([-1])
+            })
+        };
+        let logits = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+            .map_err(|panic| Error::Policy(format!("libtorch failed: {}", panic_text(&*panic))))?;
+        let flat = Vec::<f32>::try_from(&logits)
+            .map_err(|e| Error::Policy(format!("reading logits: {e}")))?;
+        let vocab = self.model.vocab_size();
+        if flat.len() != rows * vocab {
+            return Err(Error::Policy(format!(
+                "the model returned {} logits for {rows} rows of a {vocab}-token vocabulary",
+                flat.len()
+            )));
+        }
+        Ok(flat)
+    }
+
+    /// Copies the stats where [`crate::TchPolicy::stats`] reads them, then answers the calls
+    /// completed since the last time.
+    fn publish(&mut self) {
+        self.stats.evictions = self.sessions.evictions;
+        self.stats.session_cache_bytes = self.sessions.bytes();
+        self.stats.cached_sessions = self.sessions.len() as u64;
+        self.stats.slot_bytes = self.kv.bytes();
+        if let Ok(mut shared) = self.published.lock() {
+            shared.clone_from(&self.stats);
+        }
+        for job in self.answered.drain(..) {
+            job.answer();
+        }
+    }
+}
+
+/// The sizes of one forward pass: batch rows, new ids per row, positions attended to.
+#[derive(Clone, Copy)]
+struct Shape {
+    rows: usize,
+    width: usize,
+    keys: usize,
+}
+
+/// The message of a caught panic.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into())
+}
