@@ -106,4 +106,11 @@ impl Policy for CrossPolicy {
     fn version(&self) -> u64 {
         self.members.iter().map(|m| m.version()).max().unwrap_or(0)
     }
+
+    /// Every member may have served a turn of the session: all are told.
+    fn end_session(&self, session: &str) {
+        for m in &self.members {
+            m.end_session(session);
+        }
+    }
 }

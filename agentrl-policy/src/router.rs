@@ -119,4 +119,16 @@ impl Policy for RouterPolicy {
     fn version(&self) -> u64 {
         self.backends.iter().map(|b| b.version()).min().unwrap_or(0)
     }
+
+    /// Tells the session's backend, and forgets the pin.
+    fn end_session(&self, session: &str) {
+        let backend = self
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|mut s| s.map.remove(session));
+        if let Some(b) = backend.and_then(|b| self.backends.get(b)) {
+            b.end_session(session);
+        }
+    }
 }

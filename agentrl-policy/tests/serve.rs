@@ -724,3 +724,55 @@ async fn a_llama_gguf_is_served_token_exactly_and_reloads() {
     assert_eq!(loaded["policy_version"], 1);
     check(&second_local, 1).await;
 }
+
+/// Sticky sessions over HTTP get the engine's reuse: three turns of one conversation sent by
+/// `HttpPolicy` with the session header (both flavours) equal a direct `TchPolicy` without
+/// sessions, and the server reports the ids it reused on `/health`. A bad header is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_sent_over_http_reuse_the_servers_keys_and_values() {
+    let f = tool_models();
+    let fmt = TinyChatFormat::new();
+    for flavor in [ApiFlavor::OpenAiCompletions, ApiFlavor::SglangGenerate] {
+        let (base, state) = start(&f.tool).await;
+        let remote = http(&base, flavor, None);
+        let local = direct(&f.tool);
+        let mut prompt = fmt.render_prompt(&[Message::user("Compute 2+3")], &[]);
+        let reply = prompt[1..5].to_vec();
+        let mut expected_reuse = 0;
+        for turn in 0..3 {
+            let params = SamplingParams::greedy(10);
+            let request = GenerationRequest::new(prompt.clone(), params);
+            let want = local.generate(vec![request.clone()]).await.unwrap();
+            let got = remote
+                .generate(vec![request.with_session("conversation-1")])
+                .await
+                .unwrap();
+            assert_eq!(got[0].ids, want[0].ids, "{flavor:?} turn {turn}");
+            if turn > 0 {
+                expected_reuse += prompt.len() - reply.len() - 1;
+            }
+            prompt.extend(&got[0].ids);
+            prompt.extend(&reply);
+        }
+        let health: Value = reqwest::get(format!("{base}/health"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let reused = health["engine"]["reused_tokens"].as_u64().unwrap();
+        assert_eq!(reused as usize, expected_reuse, "{flavor:?}: {health}");
+        assert_eq!(state.model.policy.stats().reused_tokens, reused);
+    }
+    let (base, _state) = start(&f.tool).await;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/v1/completions"))
+        .header("x-session-id", "")
+        .json(&json!({"prompt": [1, 2, 3], "max_tokens": 2}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert!(body.to_string().contains("x-session-id"), "{body}");
+}

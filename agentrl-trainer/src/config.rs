@@ -549,8 +549,11 @@ pub struct PipelineConfig {
     /// How many policy versions a sample may lag behind the weights being trained
     /// (0 = synchronous: generate, then train, then generate again).
     pub max_staleness: u64,
-    /// Max rows in one generation batch.
+    /// Most rows in the in-process policy's running batch.
     pub max_batch: usize,
+    /// MiB of keys and values the in-process policy keeps for episodes between their turns, so
+    /// a turn feeds only its new ids (least recently used dropped first; 0 turns reuse off).
+    pub kv_cache_mib: u64,
     /// `agentrl serve` processes (`http://HOST:PORT`) that generate the RL rollouts instead of
     /// the in-process policy; empty: in process. After every step the learner writes its
     /// weights (or LoRA adapters) under the run directory and has each server load
@@ -567,6 +570,7 @@ impl Default for PipelineConfig {
         PipelineConfig {
             max_staleness: 1,
             max_batch: 256,
+            kv_cache_mib: 1024,
             rollout_servers: Vec::new(),
             rollout_api_key: None,
         }

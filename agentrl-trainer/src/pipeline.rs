@@ -296,6 +296,7 @@ fn learner_loop(
         None
     };
     let mut last_step_end = Instant::now();
+    let mut last_engine = weights.engine_stats().unwrap_or_default();
     // Groups received but not yet used (they arrive out of order).
     let mut waiting: Vec<Group> = Vec::new();
     for step in start..rl.steps {
@@ -375,6 +376,16 @@ fn learner_loop(
             "tool_calls_per_episode": batch.iter().map(|t| t.tool_calls as f64).sum::<f64>() / n,
             "invalid_actions_per_episode": batch.iter().map(|t| t.invalid_actions() as f64).sum::<f64>() / n,
         });
+        if let Some(engine) = weights.engine_stats() {
+            let before = std::mem::replace(&mut last_engine, engine.clone());
+            record["prefill_tokens"] =
+                serde_json::json!(engine.prefill_tokens - before.prefill_tokens);
+            record["reused_tokens"] =
+                serde_json::json!(engine.reused_tokens - before.reused_tokens);
+            record["kv_evictions"] = serde_json::json!(engine.evictions - before.evictions);
+            record["session_cache_mib"] =
+                serde_json::json!(engine.session_cache_bytes as f64 / 1048576.0);
+        }
         if let Some(c) = &critic_stats {
             record["value_loss"] = serde_json::json!(c.value_loss);
             record["value_mean"] = serde_json::json!(c.value_mean);

@@ -136,6 +136,7 @@ pub async fn run_episode(
         injected = ctx.format.render_continuation(closed, &step.messages);
         prompt.extend_from_slice(&injected);
     }
+    ctx.policy.end_session(&session);
     Ok(traj)
 }
 

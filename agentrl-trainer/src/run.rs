@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use agentrl_core::{Error, Result, SeededRng, Trajectory, read_jsonl, write_jsonl};
 use agentrl_env::EnvFactory;
-use agentrl_policy::{ChatFormat, TchPolicy, TinyChatFormat};
+use agentrl_policy::{ChatFormat, EngineOptions, TchPolicy, TinyChatFormat};
 use tch::Device;
 
 use crate::config::RunConfig;
@@ -91,12 +91,17 @@ impl Run {
     pub fn rollout_policy(&self, learner: &Learner) -> Result<(TchPolicy, RolloutContext)> {
         let (vs, model) = learner.clone_model()?;
         let format = self.format.clone();
-        let policy = TchPolicy::spawn_with_detokenizer(
+        let pipeline = &self.config.pipeline;
+        let options = EngineOptions {
+            session_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 20),
+            ..EngineOptions::with_max_batch(pipeline.max_batch)
+        };
+        let policy = TchPolicy::spawn_with_options(
             vs,
             model,
-            self.config.pipeline.max_batch,
+            options,
             self.config.seed ^ 0x5A5A,
-            Arc::new(move |ids| format.decode(ids)),
+            Some(Arc::new(move |ids| format.decode(ids))),
         )?;
         let ctx = RolloutContext {
             factory: self.factory.clone(),

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use agentrl_core::{Error, Policy, Result};
 use agentrl_policy::llama::load::SINGLE_FILE;
-use agentrl_policy::{HttpPolicy, HttpPolicyConfig, RouterPolicy, TchPolicy};
+use agentrl_policy::{EngineStats, HttpPolicy, HttpPolicyConfig, RouterPolicy, TchPolicy};
 use serde_json::json;
 use tokio::task::JoinSet;
 
@@ -28,6 +28,15 @@ pub enum WeightSync {
 }
 
 impl WeightSync {
+    /// The in-process policy engine's stats (`None` for rollout servers, which report theirs
+    /// on `/health`).
+    pub fn engine_stats(&self) -> Option<EngineStats> {
+        match self {
+            WeightSync::Local(policy) => Some(policy.stats()),
+            WeightSync::Servers(_) => None,
+        }
+    }
+
     /// Makes `learner`'s current weights the rollout policy's, as `version`. Writes files for
     /// servers, so call it from a blocking thread (e.g. inside `Handle::block_on`).
     pub async fn publish(&self, learner: &Learner, version: u64) -> Result<()> {

@@ -100,6 +100,17 @@ impl HttpPolicy {
     /// POSTs `body` as JSON to `path` and parses the JSON answer, retrying with exponential
     /// backoff on connect errors, 5xx and 429. Errors name the URL and what went wrong.
     pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
+        self.post_json_for(path, body, None).await
+    }
+
+    /// [`HttpPolicy::post_json`] on behalf of `session`, named in the [`super::SESSION_HEADER`]
+    /// header.
+    async fn post_json_for(
+        &self,
+        path: &str,
+        body: &Value,
+        session: Option<&str>,
+    ) -> Result<Value> {
         let inner = &self.inner;
         let url = format!("{}{path}", inner.base);
         let mut backoff = inner.config.initial_backoff;
@@ -115,6 +126,9 @@ impl HttpPolicy {
                 let mut request = inner.http.post(&url).json(body);
                 if let Some(key) = &inner.config.api_key {
                     request = request.bearer_auth(key);
+                }
+                if let Some(session) = session {
+                    request = request.header(super::SESSION_HEADER, session);
                 }
                 match request.send().await {
                     Err(e) if e.is_connect() => (
@@ -195,7 +209,9 @@ impl HttpPolicy {
                 ("/generate", wire::generate_body(request, config.ignore_eos))
             }
         };
-        let answer = self.post_json(path, &body).await?;
+        let answer = self
+            .post_json_for(path, &body, request.session.as_deref())
+            .await?;
         let what = format!("POST {}{path}", self.inner.base);
         let mut generation = match config.flavor {
             ApiFlavor::OpenAiCompletions => wire::parse_completion(&answer, &what)?,

@@ -12,5 +12,9 @@ mod config;
 mod wire;
 
 pub use chat::ChatReply;
+
+/// The HTTP header that carries [`agentrl_core::GenerationRequest::session`]: servers that know
+/// it (`agentrl serve`) keep the session's keys and values between its turns; others ignore it.
+pub const SESSION_HEADER: &str = "x-session-id";
 pub use client::HttpPolicy;
 pub use config::{ApiFlavor, HttpPolicyConfig};

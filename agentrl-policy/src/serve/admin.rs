@@ -17,9 +17,13 @@ pub async fn models(State(s): State<Shared>) -> Json<Value> {
     }]}))
 }
 
-/// `GET /health`.
+/// `GET /health`: status, policy version and the engine's stats (ids prefilled, reused and
+/// generated; the session cache).
 pub async fn health(State(s): State<Shared>) -> Json<Value> {
-    Json(json!({"status": "ok", "policy_version": s.model.policy.version()}))
+    Json(json!({
+        "status": "ok", "policy_version": s.model.policy.version(),
+        "engine": s.model.policy.stats(),
+    }))
 }
 
 /// `POST /v1/load_weights {"path": ..., "version": N?}`: loads a checkpoint into the running

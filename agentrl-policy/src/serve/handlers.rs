@@ -7,6 +7,7 @@ use agentrl_core::{FinishReason, Generation, GenerationRequest, Policy, Sampling
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -16,6 +17,7 @@ use super::api::{
 };
 use super::stream::{self, Shape, check_streamable};
 use super::{ServeState, Shared};
+use crate::http::SESSION_HEADER;
 
 /// Rejects prompts that are empty, hold ids outside the vocabulary or leave no room to generate.
 pub(crate) fn check_prompt(s: &ServeState, ids: &[TokenId], index: usize) -> Result<(), ApiError> {
@@ -40,20 +42,43 @@ pub(crate) fn check_prompt(s: &ServeState, ids: &[TokenId], index: usize) -> Res
     Ok(())
 }
 
-/// Generates `n` choices per prompt (seeds `seed + j` when a seed is given), in one batch.
+/// The session named by the request's [`crate::http::SESSION_HEADER`], if any.
+fn session_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(SESSION_HEADER) else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| ApiError::bad(format!("header {SESSION_HEADER}: not visible ASCII")))?;
+    if text.is_empty() || text.len() > 256 {
+        return Err(ApiError::bad(format!(
+            "header {SESSION_HEADER}: must have 1 to 256 characters, has {}",
+            text.len()
+        )));
+    }
+    Ok(Some(text.to_string()))
+}
+
+/// Generates `n` choices per prompt (seeds `seed + j` when a seed is given), in one batch. A
+/// `session` applies to a single prompt with a single choice (the next turn of one
+/// conversation); the engine then reuses what it kept from the session's last turn.
 async fn generate_rows(
     s: &ServeState,
     prompts: &[Vec<TokenId>],
     params: &SamplingParams,
     n: usize,
+    session: Option<String>,
 ) -> Result<Vec<Generation>, ApiError> {
+    let session = session.filter(|_| prompts.len() == 1 && n == 1);
     let mut rows = Vec::with_capacity(prompts.len() * n);
     for (i, p) in prompts.iter().enumerate() {
         check_prompt(s, p, i)?;
         for j in 0..n {
             let mut params = params.clone();
             params.seed = params.seed.map(|seed| seed.wrapping_add(j as u64));
-            rows.push(GenerationRequest::new(p.clone(), params));
+            let mut row = GenerationRequest::new(p.clone(), params);
+            row.session = session.clone();
+            rows.push(row);
         }
     }
     s.model
@@ -64,7 +89,11 @@ async fn generate_rows(
 }
 
 /// `POST /v1/completions`: text or token-id prompts; logprobs; generated ids in `token_ids`.
-pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn completions(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let req: CompletionRequest = parse_body(&body, "/v1/completions")?;
     if req.echo {
         return Err(ApiError::bad("echo: echoing the prompt is not supported"));
@@ -93,10 +122,11 @@ pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Respons
     if req.sampling.stream == Some(true) {
         check_streamable(prompts.len(), n, req.logprobs.is_some())?;
         check_prompt(&s, &prompts[0], 0)?;
-        let request = GenerationRequest::new(prompts[0].clone(), params);
+        let mut request = GenerationRequest::new(prompts[0].clone(), params);
+        request.session = session_of(&headers)?;
         return Ok(stream::sse(s.clone(), request, Shape::Completion)?.into_response());
     }
-    let generations = generate_rows(&s, &prompts, &params, n).await?;
+    let generations = generate_rows(&s, &prompts, &params, n, session_of(&headers)?).await?;
     let mut choices = Vec::with_capacity(generations.len());
     let mut completion_tokens = 0;
     for (index, g) in generations.iter().enumerate() {
@@ -145,7 +175,11 @@ pub async fn completions(State(s): State<Shared>, body: Bytes) -> Result<Respons
 
 /// `POST /v1/chat/completions`: messages and tools rendered by the model's chat format; tool
 /// calls parsed back into OpenAI's `tool_calls`.
-pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn chat(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let req: ChatRequest = parse_body(&body, "/v1/chat/completions")?;
     if req.messages.is_empty() {
         return Err(ApiError::bad("messages: at least one message is needed"));
@@ -168,10 +202,12 @@ pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Response, ApiE
         let shape = Shape::Chat {
             tools: !tools.is_empty(),
         };
-        let request = GenerationRequest::new(prompt, params);
+        let mut request = GenerationRequest::new(prompt, params);
+        request.session = session_of(&headers)?;
         return Ok(stream::sse(s.clone(), request, shape)?.into_response());
     }
-    let generations = generate_rows(&s, std::slice::from_ref(&prompt), &params, n).await?;
+    let session = session_of(&headers)?;
+    let generations = generate_rows(&s, std::slice::from_ref(&prompt), &params, n, session).await?;
     let id = s.next_id.fetch_add(1, Ordering::Relaxed);
     let mut choices = Vec::with_capacity(n);
     let mut completion_tokens = 0;
@@ -209,7 +245,11 @@ pub async fn chat(State(s): State<Shared>, body: Bytes) -> Result<Response, ApiE
 
 /// `POST /generate` (SGLang's native API): `input_ids` or `text` in; `output_ids` and
 /// `meta_info.output_token_logprobs` (`[logprob, id, null]`) out.
-pub async fn generate(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
+pub async fn generate(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
     let req: GenerateRequest = parse_body(&body, "/generate")?;
     if req.stream {
         return Err(ApiError::bad("stream: streaming is not supported"));
@@ -228,11 +268,17 @@ pub async fn generate(State(s): State<Shared>, body: Bytes) -> Result<Json<Value
         codec.format().stop_ids(),
         sp.ignore_eos,
     )?;
-    let g = generate_rows(&s, std::slice::from_ref(&ids), &params, 1)
-        .await?
-        .into_iter()
-        .next()
-        .ok_or_else(|| ApiError::internal("generation returned nothing"))?;
+    let g = generate_rows(
+        &s,
+        std::slice::from_ref(&ids),
+        &params,
+        1,
+        session_of(&headers)?,
+    )
+    .await?
+    .into_iter()
+    .next()
+    .ok_or_else(|| ApiError::internal("generation returned nothing"))?;
     let entries: Vec<Value> = g
         .ids
         .iter()

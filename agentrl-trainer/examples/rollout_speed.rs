@@ -1,0 +1,91 @@
+//! Times one RL step's rollouts with the in-process policy: `TASKS` tasks × `GROUP` episodes of
+//! an env, played concurrently by an untrained demo-sized tiny GPT (so every turn runs to
+//! `max_new_tokens` and episodes run until the env or the context ends them).
+//!
+//! ```text
+//! cargo run --release -p agentrl-trainer --example rollout_speed -- maze 16 8 1024
+//! ```
+//!
+//! Prints one JSON line: seconds, episodes, turns, generated tokens, tokens per second, and
+//! the engine's prefilled and reused ids. A fifth argument `no-reuse` turns the session cache
+//! off (every turn prefills its whole prompt, as before the engine kept sessions).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentrl_core::{SamplingParams, Split};
+use agentrl_env::lookup;
+use agentrl_policy::{ByteTokenizer, EngineOptions, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
+use agentrl_trainer::rollout::{RolloutContext, run_many};
+use tch::{Device, nn};
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> T {
+    args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let env_id = args.get(1).cloned().unwrap_or_else(|| "maze".into());
+    let tasks: u64 = arg(&args, 2, 16);
+    let group: u64 = arg(&args, 3, 8);
+    let max_seq_len: usize = arg(&args, 4, 1024);
+    let reuse = args.get(5).map(String::as_str) != Some("no-reuse");
+    tch::set_num_threads(2);
+    tch::manual_seed(0);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let vs = nn::VarStore::new(Device::Cpu);
+    let config = GptConfig {
+        vocab_size: ByteTokenizer::VOCAB_SIZE,
+        d_model: 96,
+        n_layers: 3,
+        n_heads: 4,
+        max_seq_len,
+        ffn_mult: 4,
+        rope_theta: 10_000.0,
+    };
+    let model = TinyGpt::new(&vs.root(), config)?;
+    let format = TinyChatFormat::new();
+    let mut options = EngineOptions::with_max_batch(256);
+    if !reuse {
+        options.session_cache_bytes = 0;
+    }
+    let policy = TchPolicy::spawn_with_options(vs, model, options, 0, None)?;
+    let ctx = RolloutContext {
+        factory: lookup(&env_id)?,
+        policy: Arc::new(policy.clone()),
+        format: Arc::new(format),
+        max_seq_len,
+        stop: Vec::new(),
+    };
+    let jobs: Vec<_> = (0..tasks)
+        .flat_map(|t| (0..group).map(move |_| t))
+        .map(|t| (ctx.factory.task(Split::Train, t), t))
+        .collect();
+    let params = SamplingParams {
+        max_new_tokens: 40,
+        seed: None,
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let trajectories = rt.block_on(run_many(&ctx, jobs, &params))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let turns: usize = trajectories.iter().map(|t| t.turns.len()).sum();
+    let generated: usize = trajectories
+        .iter()
+        .flat_map(|t| &t.turns)
+        .map(|t| t.generated_ids.len())
+        .sum();
+    let stats = policy.stats();
+    let line = serde_json::json!({
+        "env": env_id, "reuse": reuse, "seconds": seconds, "episodes": trajectories.len(),
+        "turns": turns, "generated_tokens": generated,
+        "tokens_per_second": generated as f64 / seconds,
+        "prefill_tokens": stats.prefill_tokens, "reused_tokens": stats.reused_tokens,
+        "prefill_batches": stats.prefill_batches, "decode_steps": stats.decode_steps,
+    });
+    println!("{line}");
+    Ok(())
+}
