@@ -93,6 +93,53 @@ pub(crate) trait CachedDecoder: Send + 'static {
     }
 }
 
+/// Scaled dot-product attention of queries `[B, H, T, hd]` over keys and values
+/// `[B, KV, S, hd]`, where `H` is a multiple of `KV` (grouped-query attention: query head `i`
+/// reads key head `i / (H / KV)`), with `bias` `[B, 1, T, S]` added to the scores, or a causal
+/// mask when there is none.
+///
+/// A decode step in f32 (one query per row) runs as two batched matrix products over the
+/// grouped heads: on CPU that is markedly faster than SDPA's kernel for a single query, and
+/// the keys are never repeated per head. Everything else (prefill, training, bf16, whose scores
+/// SDPA keeps in f32) goes to SDPA.
+pub(crate) fn attention(q: &Tensor, k: &Tensor, v: &Tensor, bias: Option<&Tensor>) -> Tensor {
+    let (b, h, t, hd) = q.size4().unwrap_or((1, 1, 1, 1));
+    let (kv, s) = (k.size()[1], k.size()[2]);
+    let rep = h / kv;
+    match bias {
+        Some(bias) if t == 1 && q.kind() == Kind::Float => {
+            let q = q.reshape([b, kv, rep, hd]) * (1.0 / (hd as f64).sqrt());
+            let scores = q.matmul(&k.transpose(-1, -2)) + bias.view([b, 1, 1, s]);
+            scores
+                .softmax(-1, Kind::Float)
+                .matmul(v)
+                .reshape([b, h, 1, hd])
+        }
+        _ => Tensor::scaled_dot_product_attention(
+            q,
+            &repeat_kv(k, rep),
+            &repeat_kv(v, rep),
+            bias,
+            0.0,
+            bias.is_none(),
+            None,
+            false,
+        ),
+    }
+}
+
+/// Repeats `[B, KV, T, hd]` key/value heads `n_rep` times to `[B, KV * n_rep, T, hd]`.
+fn repeat_kv(x: &Tensor, n_rep: i64) -> Tensor {
+    if n_rep == 1 {
+        return x.shallow_clone();
+    }
+    let s = x.size();
+    let (b, kv, t, hd) = (s[0], s[1], s[2], s[3]);
+    x.unsqueeze(2)
+        .expand([b, kv, n_rep, t, hd], false)
+        .reshape([b, kv * n_rep, t, hd])
+}
+
 /// Renders generated ids as text, so generation can stop at stop strings (normally a chat
 /// format's `decode`, special tokens written out).
 pub type Detokenizer = Arc<dyn Fn(&[TokenId]) -> String + Send + Sync>;

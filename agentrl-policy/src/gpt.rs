@@ -6,7 +6,7 @@ use agentrl_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor, nn, nn::Module};
 
-use crate::decode::{CachedDecoder, KvStore};
+use crate::decode::{CachedDecoder, KvStore, attention};
 
 /// Shape of a [`TinyGpt`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -177,16 +177,7 @@ impl TinyGpt {
             if let Some(cache) = cache.as_deref_mut() {
                 (k, v) = cache.extend(i, k, v);
             }
-            let att = Tensor::scaled_dot_product_attention(
-                &q,
-                &k,
-                &v,
-                bias,
-                0.0,
-                bias.is_none(),
-                None,
-                false,
-            );
+            let att = attention(&q, &k, &v, bias);
             let att = att.transpose(1, 2).contiguous().view([b, t, d]);
             // Not `+=`: an in-place add would overwrite a tensor autograd still needs.
             x = &x + block.proj.forward(&att);

@@ -6,16 +6,28 @@
 //! cargo run --release -p agentrl-trainer --example rollout_speed -- maze 16 8 1024
 //! ```
 //!
-//! Prints one JSON line: seconds, episodes, turns, generated tokens, tokens per second, and
-//! the engine's prefilled and reused ids. A fifth argument `no-reuse` turns the session cache
-//! off (every turn prefills its whole prompt, as before the engine kept sessions).
+//! Prints one JSON line: seconds, episodes, turns, generated tokens, tokens per second, the
+//! engine's prefilled and reused ids, and prefilled ids per id of the finished episodes. A fifth
+//! argument `no-reuse` turns the session cache off (every turn prefills its whole prompt, as
+//! before the engine kept sessions; anything else keeps it), and a sixth names a Llama-family
+//! model (GGUF file or Hugging Face directory) to play instead of the tiny GPT:
+//!
+//! ```text
+//! cargo run --release -p agentrl-trainer --example rollout_speed -- arith-calc 4 2 2048 reuse SmolLM2.gguf
+//! ```
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use agentrl_core::{SamplingParams, Split};
 use agentrl_env::lookup;
-use agentrl_policy::{ByteTokenizer, EngineOptions, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
+use agentrl_policy::llama::Dtype;
+use agentrl_policy::load::load_llama_chat;
+use agentrl_policy::{
+    ByteTokenizer, ChatFormat, Detokenizer, EngineOptions, GptConfig, TchPolicy, TinyChatFormat,
+    TinyGpt,
+};
 use agentrl_trainer::rollout::{RolloutContext, run_many};
 use tch::{Device, nn};
 
@@ -36,27 +48,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let vs = nn::VarStore::new(Device::Cpu);
-    let config = GptConfig {
-        vocab_size: ByteTokenizer::VOCAB_SIZE,
-        d_model: 96,
-        n_layers: 3,
-        n_heads: 4,
-        max_seq_len,
-        ffn_mult: 4,
-        rope_theta: 10_000.0,
-    };
-    let model = TinyGpt::new(&vs.root(), config)?;
-    let format = TinyChatFormat::new();
     let mut options = EngineOptions::with_max_batch(256);
     if !reuse {
         options.session_cache_bytes = 0;
     }
-    let policy = TchPolicy::spawn_with_options(vs, model, options, 0, None)?;
+    let (policy, format): (TchPolicy, Arc<dyn ChatFormat>) = match args.get(6) {
+        Some(path) => {
+            let (vs, model, format) = load_llama_chat(Path::new(path), Device::Cpu, Dtype::F32)?;
+            let format = Arc::new(format);
+            let text = format.clone();
+            let detokenizer: Detokenizer = Arc::new(move |ids| text.decode(ids));
+            let policy = TchPolicy::spawn_with_options(vs, model, options, 0, Some(detokenizer))?;
+            (policy, format)
+        }
+        None => {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let config = GptConfig {
+                vocab_size: ByteTokenizer::VOCAB_SIZE,
+                d_model: 96,
+                n_layers: 3,
+                n_heads: 4,
+                max_seq_len,
+                ffn_mult: 4,
+                rope_theta: 10_000.0,
+            };
+            let model = TinyGpt::new(&vs.root(), config)?;
+            let policy = TchPolicy::spawn_with_options(vs, model, options, 0, None)?;
+            (policy, Arc::new(TinyChatFormat::new()))
+        }
+    };
     let ctx = RolloutContext {
         factory: lookup(&env_id)?,
         policy: Arc::new(policy.clone()),
-        format: Arc::new(format),
+        format,
         max_seq_len,
         stop: Vec::new(),
     };
@@ -78,6 +102,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .flat_map(|t| &t.turns)
         .map(|t| t.generated_ids.len())
         .sum();
+    // An episode's length: its first prompt plus every turn's generated and injected ids.
+    let episode_ids: usize = trajectories
+        .iter()
+        .flat_map(|t| &t.turns)
+        .map(|t| t.injected_ids.len() + t.generated_ids.len())
+        .sum();
     let stats = policy.stats();
     let line = serde_json::json!({
         "env": env_id, "reuse": reuse, "seconds": seconds, "episodes": trajectories.len(),
@@ -85,6 +115,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tokens_per_second": generated as f64 / seconds,
         "prefill_tokens": stats.prefill_tokens, "reused_tokens": stats.reused_tokens,
         "prefill_batches": stats.prefill_batches, "decode_steps": stats.decode_steps,
+        "episode_ids": episode_ids,
+        "prefilled_per_episode_id": stats.prefill_tokens as f64 / episode_ids.max(1) as f64,
     });
     println!("{line}");
     Ok(())

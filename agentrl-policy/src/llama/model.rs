@@ -7,7 +7,7 @@ use tch::{Device, Kind, Tensor, nn, nn::Module};
 use super::config::LlamaConfig;
 use super::dtype::Dtype;
 use super::lora::Proj;
-use crate::decode::{CachedDecoder, KvStore};
+use crate::decode::{CachedDecoder, KvStore, attention};
 
 #[derive(Debug)]
 pub(super) struct Layer {
@@ -54,18 +54,6 @@ fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
     let x1 = x.narrow(-1, 0, half);
     let x2 = x.narrow(-1, half, half);
     Tensor::cat(&[&x1 * cos - &x2 * sin, &x1 * sin + &x2 * cos], -1)
-}
-
-/// Repeats `[B, KV, T, hd]` key/value heads `n_rep` times to `[B, KV * n_rep, T, hd]`.
-fn repeat_kv(x: &Tensor, n_rep: i64) -> Tensor {
-    if n_rep == 1 {
-        return x.shallow_clone();
-    }
-    let s = x.size();
-    let (b, kv, t, hd) = (s[0], s[1], s[2], s[3]);
-    x.unsqueeze(2)
-        .expand([b, kv, n_rep, t, hd], false)
-        .reshape([b, kv * n_rep, t, hd])
 }
 
 impl Llama {
@@ -203,16 +191,7 @@ impl Llama {
             if let Some(cache) = cache.as_deref_mut() {
                 (k, v) = cache.extend(i, k, v);
             }
-            let att = Tensor::scaled_dot_product_attention(
-                &q,
-                &repeat_kv(&k, h / kv),
-                &repeat_kv(&v, h / kv),
-                bias.as_ref(),
-                0.0,
-                bias.is_none(),
-                None,
-                false,
-            );
+            let att = attention(&q, &k, &v, bias.as_ref());
             let att = att.transpose(1, 2).contiguous().view([b, t, h * hd]);
             // Not `+=`: an in-place add would overwrite a tensor autograd still needs.
             x = &x + layer.o_proj.forward(&att);
