@@ -115,6 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tokens_per_second": generated as f64 / seconds,
         "prefill_tokens": stats.prefill_tokens, "reused_tokens": stats.reused_tokens,
         "prefill_batches": stats.prefill_batches, "decode_steps": stats.decode_steps,
+        "prefill_seconds": stats.prefill_seconds, "decode_seconds": stats.decode_seconds,
         "episode_ids": episode_ids,
         "prefilled_per_episode_id": stats.prefill_tokens as f64 / episode_ids.max(1) as f64,
     });

@@ -383,6 +383,10 @@ fn learner_loop(
             record["reused_tokens"] =
                 serde_json::json!(engine.reused_tokens - before.reused_tokens);
             record["kv_evictions"] = serde_json::json!(engine.evictions - before.evictions);
+            record["prefill_seconds"] =
+                serde_json::json!(engine.prefill_seconds - before.prefill_seconds);
+            record["decode_seconds"] =
+                serde_json::json!(engine.decode_seconds - before.decode_seconds);
             record["session_cache_mib"] =
                 serde_json::json!(engine.session_cache_bytes as f64 / 1048576.0);
         }

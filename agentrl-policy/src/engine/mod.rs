@@ -19,6 +19,7 @@ mod slots;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use agentrl_core::{Error, FinishReason, Result, SeededRng};
 use serde::Serialize;
@@ -81,6 +82,10 @@ pub struct EngineStats {
     pub prefill_batches: u64,
     /// Decode forward passes.
     pub decode_steps: u64,
+    /// Seconds spent prefilling (forward passes, sampling the first tokens).
+    pub prefill_seconds: f64,
+    /// Seconds spent in decode steps (forward passes, sampling).
+    pub decode_seconds: f64,
     /// Session caches dropped to stay within the byte budget.
     pub evictions: u64,
     /// Requests dropped because their caller stopped waiting.
@@ -232,22 +237,16 @@ impl<M: PolicyModel> Engine<M> {
     /// `admit` is false: a weight update waits for the batch to drain), prefills, then decodes
     /// one token for every generating row. A libtorch failure fails every running call.
     pub(crate) fn step(&mut self, admit: bool) {
-        let t0 = std::time::Instant::now();
         self.drop_abandoned();
         if admit {
             self.admit();
         }
-        let t1 = std::time::Instant::now();
+        let start = Instant::now();
         let outcome = self.prefill();
-        let t2 = std::time::Instant::now();
+        let prefilled = Instant::now();
         let outcome = outcome.and_then(|_| self.decode());
-        let t3 = std::time::Instant::now();
-        PROF.with(|p| {
-            let mut p = p.borrow_mut();
-            p[0] += (t1 - t0).as_secs_f64();
-            p[1] += (t2 - t1).as_secs_f64();
-            p[2] += (t3 - t2).as_secs_f64();
-        });
+        self.stats.prefill_seconds += (prefilled - start).as_secs_f64();
+        self.stats.decode_seconds += prefilled.elapsed().as_secs_f64();
         if let Err(e) = outcome {
             self.fail_running(&e);
         }
@@ -549,10 +548,8 @@ impl<M: PolicyModel> Engine<M> {
                     .view([-1])
             })
         };
-        let tf = std::time::Instant::now();
         let logits = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
             .map_err(|panic| Error::Policy(format!("libtorch failed: {}", panic_text(&*panic))))?;
-        PROF.with(|p| p.borrow_mut()[3] += tf.elapsed().as_secs_f64());
         let flat = Vec::<f32>::try_from(&logits)
             .map_err(|e| Error::Policy(format!("reading logits: {e}")))?;
         let vocab = self.model.vocab_size();
@@ -578,13 +575,6 @@ impl<M: PolicyModel> Engine<M> {
         for job in self.answered.drain(..) {
             job.answer();
         }
-    }
-}
-
-thread_local! { pub(crate) static PROF: std::cell::RefCell<[f64; 6]> = const { std::cell::RefCell::new([0.0; 6]) }; }
-impl<M> Drop for Engine<M> {
-    fn drop(&mut self) {
-        PROF.with(|p| eprintln!("PROF admit/prefill/decode/forward {:?}", p.borrow()));
     }
 }
 
