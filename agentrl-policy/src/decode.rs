@@ -98,16 +98,17 @@ pub(crate) trait CachedDecoder: Send + 'static {
 /// reads key head `i / (H / KV)`), with `bias` `[B, 1, T, S]` added to the scores, or a causal
 /// mask when there is none.
 ///
-/// A decode step in f32 (one query per row) runs as two batched matrix products over the
-/// grouped heads: on CPU that is markedly faster than SDPA's kernel for a single query, and
-/// the keys are never repeated per head. Everything else (prefill, training, bf16, whose scores
-/// SDPA keeps in f32) goes to SDPA.
+/// A grouped decode step in f32 (one query per row, several query heads per key head) runs as
+/// two batched matrix products over the groups, so the cached keys and values are read in
+/// place instead of being repeated per head first. Everything else (one query head per key
+/// head, prefill, training, bf16, whose scores SDPA keeps in f32) goes to SDPA, which reads the
+/// slots' strided keys faster than a matrix product does.
 pub(crate) fn attention(q: &Tensor, k: &Tensor, v: &Tensor, bias: Option<&Tensor>) -> Tensor {
     let (b, h, t, hd) = q.size4().unwrap_or((1, 1, 1, 1));
     let (kv, s) = (k.size()[1], k.size()[2]);
     let rep = h / kv;
     match bias {
-        Some(bias) if t == 1 && q.kind() == Kind::Float => {
+        Some(bias) if t == 1 && rep > 1 && q.kind() == Kind::Float => {
             let q = q.reshape([b, kv, rep, hd]) * (1.0 / (hd as f64).sqrt());
             let scores = q.matmul(&k.transpose(-1, -2)) + bias.view([b, 1, 1, s]);
             scores
