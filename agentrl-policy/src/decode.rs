@@ -17,8 +17,8 @@ pub(crate) const MASKED: f64 = -1e9;
 
 /// Where a decoder's attention layers keep keys and values between forward calls: each layer
 /// hands over the keys and values of the new positions and gets back everything its queries
-/// attend to. [`KvCache`] appends (one batch, one generation); the continuous-batching engine's
-/// slots ([`crate::engine`]) write each row at its own positions.
+/// attend to. The static generation loop appends to one cache per batch; the continuous-
+/// batching engine behind [`crate::TchPolicy`] writes each row into its own slot.
 pub trait KvStore {
     /// Stores layer `layer`'s new keys and values `[B, KV, T, hd]` and returns the keys and
     /// values the new queries attend to, `[B, KV, T_keys, hd]`.

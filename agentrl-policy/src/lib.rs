@@ -6,7 +6,9 @@
 //! token-exact across turns), token sampling, remote policies ([`HttpPolicy`] over
 //! OpenAI-compatible servers, [`RouterPolicy`] over several of them, [`CrossPolicy`] mixing
 //! policies per turn), and — with the default `tch` feature — the [`TinyGpt`] transformer and
-//! [`TchPolicy`], a batched async [`agentrl_core::Policy`], Llama-family models ([`llama`]),
+//! [`TchPolicy`], an async [`agentrl_core::Policy`] over a continuous-batching engine that keeps
+//! each session's keys and values between its turns ([`EngineOptions`], [`EngineStats`]),
+//! Llama-family models ([`llama`]),
 //! model loading with chat formats and AgentRL's own checkpoints ([`load`], [`checkpoint`]) and
 //! the choice of device ([`device`]). The `serve` feature adds [`serve`]: `agentrl serve` (an
 //! OpenAI-compatible HTTP server for a model), `agentrl chat` and `agentrl logprobs`, each a clap

@@ -250,6 +250,18 @@ async fn sessions_reuse_their_keys_and_values_across_turns_exactly() {
 }
 
 #[tokio::test]
+async fn llama_sessions_reuse_their_keys_and_values_exactly() {
+    let (vs, m) = llama(11);
+    let without = TchPolicy::spawn_with_options(vs, m, EngineOptions::default(), 0, None).unwrap();
+    let want = three_turns(&without, None).await;
+    let (vs, m) = llama(11);
+    let with = TchPolicy::spawn_with_options(vs, m, cramped(), 0, None).unwrap();
+    let got = three_turns(&with, Some("episode")).await;
+    assert_same(&got, &want, 1e-5, "llama, reused");
+    assert!(with.stats().reused_tokens > 40, "{:?}", with.stats());
+}
+
+#[tokio::test]
 async fn a_prompt_that_leaves_the_cached_prefix_reuses_only_what_it_shares() {
     let policy = spawn_gpt(4, EngineOptions::default());
     let reference = spawn_gpt(4, EngineOptions::default());

@@ -1,11 +1,13 @@
 //! Trainer benchmarks: advantages, a GRPO update of the demo model, and concurrent rollouts
-//! through the batched policy thread.
+//! through the policy's continuous-batching engine: single-turn-ish `arith-calc`, and one RL
+//! step of multi-turn `maze` (16 tasks × 8 episodes, a 1,024-token context) with and without
+//! the sessions' keys and values kept between turns.
 
 use std::sync::Arc;
 
 use agentrl_core::{SamplingParams, Split, Trajectory};
 use agentrl_env::{ArithExpert, lookup, run_solver_episode};
-use agentrl_policy::{ByteTokenizer, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
+use agentrl_policy::{ByteTokenizer, EngineOptions, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
 use agentrl_trainer::advantage::{group_advantages, normalize_per_task};
 use agentrl_trainer::demos::conversation_to_trajectory;
 use agentrl_trainer::learner::{GrpoParams, Learner};
@@ -90,6 +92,62 @@ fn grpo_update(c: &mut Criterion) {
     g.finish();
 }
 
+/// A rollout context over `env` for the untrained demo-shaped model with a `context` window;
+/// `reuse` keeps sessions' keys and values between turns.
+fn untrained(env: &str, context: usize, reuse: bool) -> RolloutContext {
+    tch::manual_seed(0);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let config = GptConfig {
+        max_seq_len: context,
+        ..demo_model()
+    };
+    let model = TinyGpt::new(&vs.root(), config).expect("model");
+    let mut options = EngineOptions::with_max_batch(256);
+    if !reuse {
+        options.session_cache_bytes = 0;
+    }
+    let policy = TchPolicy::spawn_with_options(vs, model, options, 0, None).expect("policy");
+    RolloutContext {
+        factory: lookup(env).expect("registered env"),
+        policy: Arc::new(policy),
+        format: Arc::new(TinyChatFormat::new()),
+        max_seq_len: context,
+        stop: Vec::new(),
+    }
+}
+
+/// One RL step of multi-turn rollouts: 16 `maze` tasks × 8 episodes, played until the env or
+/// the 1,024-token context ends them, each turn at most 40 tokens.
+fn multi_turn_rollouts(c: &mut Criterion) {
+    tch::set_num_threads(2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let params = SamplingParams {
+        max_new_tokens: 40,
+        ..Default::default()
+    };
+    let mut g = c.benchmark_group("rollout");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(128));
+    for (name, reuse) in [("kv_reuse", true), ("prefill_every_turn", false)] {
+        let ctx = untrained("maze", 1024, reuse);
+        let tasks: Vec<_> = (0..16u64)
+            .flat_map(|t| (0..8).map(move |_| t))
+            .map(|t| (ctx.factory.task(Split::Train, t), t))
+            .collect();
+        g.bench_function(format!("maze_16x8_episodes_1024_context_{name}"), |b| {
+            b.iter(|| {
+                rt.block_on(run_many(&ctx, tasks.clone(), &params))
+                    .expect("rollouts")
+            })
+        });
+    }
+    g.finish();
+}
+
 fn rollouts(c: &mut Criterion) {
     tch::set_num_threads(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -125,5 +183,11 @@ fn rollouts(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, advantages, grpo_update, rollouts);
+criterion_group!(
+    benches,
+    advantages,
+    grpo_update,
+    rollouts,
+    multi_turn_rollouts
+);
 criterion_main!(benches);

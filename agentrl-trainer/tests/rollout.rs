@@ -1,14 +1,17 @@
 //! Rollouts of a real (untrained) policy on arith-calc: token-exact trajectories, malformed
-//! output handled as invalid actions, stop strings end turns, demonstrations tokenised exactly.
+//! output handled as invalid actions, stop strings end turns, demonstrations tokenised exactly;
+//! multi-turn maze episodes are the same with the history of each turn reused.
 
 use std::sync::Arc;
 
-use agentrl_core::{FinishReason, Outcome, Split, Tool};
+use agentrl_core::{FinishReason, GenerationRequest, Outcome, Policy, Split, Tool};
 use agentrl_env::{ArithExpert, lookup, run_solver_episode};
-use agentrl_policy::{ByteTokenizer, ChatFormat, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
+use agentrl_policy::{
+    ByteTokenizer, ChatFormat, EngineOptions, GptConfig, TchPolicy, TinyChatFormat, TinyGpt,
+};
 use agentrl_tools::Calculator;
 use agentrl_trainer::demos::conversation_to_trajectory;
-use agentrl_trainer::rollout::{RolloutContext, run_group};
+use agentrl_trainer::rollout::{RolloutContext, run_group, run_many};
 use tch::{Device, nn};
 
 fn context() -> RolloutContext {
@@ -140,4 +143,66 @@ async fn demonstrations_tokenise_like_a_live_rollout_would() {
         decoded.contains("calculator{") && decoded.ends_with("<|end|>"),
         "{decoded}"
     );
+}
+
+/// A policy on `maze` (every turn continues the episode) with or without the sessions' keys and
+/// values kept between turns.
+fn maze_context(reuse: bool) -> (TchPolicy, RolloutContext) {
+    tch::manual_seed(6);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let cfg = GptConfig {
+        vocab_size: ByteTokenizer::VOCAB_SIZE,
+        d_model: 32,
+        n_layers: 1,
+        n_heads: 2,
+        max_seq_len: 600,
+        ffn_mult: 2,
+        rope_theta: 10_000.0,
+    };
+    let model = TinyGpt::new(&vs.root(), cfg).unwrap();
+    let mut options = EngineOptions::with_max_batch(64);
+    if !reuse {
+        options.session_cache_bytes = 0;
+    }
+    let policy = TchPolicy::spawn_with_options(vs, model, options, 1, None).unwrap();
+    let ctx = RolloutContext {
+        factory: lookup("maze").unwrap(),
+        policy: Arc::new(policy.clone()),
+        format: Arc::new(TinyChatFormat::new()),
+        max_seq_len: 600,
+        stop: Vec::new(),
+    };
+    (policy, ctx)
+}
+
+/// Multi-turn episodes played with each turn's history reused are the episodes played with
+/// every turn prefilled from scratch (greedy, so scheduling cannot change them), the reuse
+/// shows in the engine's counters, and every episode frees its session when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_turn_episodes_reuse_their_history_and_end_their_sessions() {
+    let params = agentrl_core::SamplingParams::greedy(24);
+    let mut played = Vec::new();
+    for reuse in [false, true] {
+        let (policy, ctx) = maze_context(reuse);
+        let tasks = (0..3u64)
+            .map(|i| (ctx.factory.task(Split::Train, i), i))
+            .collect();
+        let episodes = run_many(&ctx, tasks, &params).await.unwrap();
+        // Commands reach the model thread in order: once this call is answered, the episodes'
+        // `end_session`s have been handled too.
+        let probe = GenerationRequest::new(vec![1], params.clone());
+        policy.generate(vec![probe]).await.unwrap();
+        let stats = policy.stats();
+        let turns: usize = episodes.iter().map(|t| t.turns.len()).sum();
+        assert!(turns > 6, "maze episodes have several turns ({turns})");
+        if reuse {
+            // Every turn after an episode's first reuses its history.
+            assert!(stats.reused_tokens > stats.prefill_tokens, "{stats:?}");
+            assert_eq!(stats.cached_sessions, 0, "{stats:?}");
+        } else {
+            assert_eq!(stats.reused_tokens, 0, "{stats:?}");
+        }
+        played.push(episodes.iter().map(|t| t.token_ids()).collect::<Vec<_>>());
+    }
+    assert_eq!(played[0], played[1]);
 }
