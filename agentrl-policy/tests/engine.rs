@@ -2,7 +2,8 @@
 //! single static batch gives (greedy and sampled, TinyGpt and Llama, f32 and bf16) while rows
 //! join and leave mid-batch and prompts are prefilled in chunks; a session's keys and values are
 //! reused across turns (exactly), only as far as the new prompt shares them, never across a
-//! weight update, within a byte budget, and freed when the session ends or its caller leaves.
+//! weight update, within a byte budget, and freed when the session ends or its caller leaves;
+//! identical prompts are computed once and shared.
 #![cfg(feature = "tch")]
 
 use std::time::Duration;
@@ -259,6 +260,42 @@ async fn llama_sessions_reuse_their_keys_and_values_exactly() {
     let got = three_turns(&with, Some("episode")).await;
     assert_same(&got, &want, 1e-5, "llama, reused");
     assert!(with.stats().reused_tokens > 40, "{:?}", with.stats());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_prompts_are_prefilled_once_and_shared() {
+    // A GRPO group: eight episodes of one task start from the same prompt, sampled apart.
+    let prompt: Vec<TokenId> = (0..40).map(|i| (i * 7 + 2) % 48).collect();
+    let group: Vec<GenerationRequest> = (0..8u64)
+        .map(|i| {
+            let params = SamplingParams {
+                max_new_tokens: 10,
+                seed: Some(i),
+                ..Default::default()
+            };
+            GenerationRequest::new(prompt.clone(), params).with_session(format!("episode-{i}"))
+        })
+        .collect();
+    let (vs, m) = gpt(12);
+    let want = reference(&m, &group);
+    let policy = TchPolicy::spawn_with_options(vs, m, EngineOptions::default(), 0, None).unwrap();
+    let got = concurrently(&policy, &group).await;
+    assert_same(&got, &want, 1e-5, "shared prompt");
+    // The prompt is computed once; the seven others copy all of it but the last id.
+    let stats = policy.stats();
+    assert_eq!(stats.prefill_tokens, 40 + 7, "{stats:?}");
+    assert_eq!(stats.shared_prompt_hits, 7, "{stats:?}");
+    assert!(stats.prompt_cache_bytes > 0, "{stats:?}");
+    // Without the prompt cache, every row computes it.
+    let (vs, m) = gpt(12);
+    let options = EngineOptions {
+        prompt_cache_bytes: 0,
+        ..EngineOptions::default()
+    };
+    let policy = TchPolicy::spawn_with_options(vs, m, options, 0, None).unwrap();
+    let got = concurrently(&policy, &group).await;
+    assert_same(&got, &want, 1e-5, "unshared prompt");
+    assert_eq!(policy.stats().prefill_tokens, 8 * 40);
 }
 
 #[tokio::test]

@@ -105,6 +105,7 @@ fn untrained(env: &str, context: usize, reuse: bool) -> RolloutContext {
     let mut options = EngineOptions::with_max_batch(256);
     if !reuse {
         options.session_cache_bytes = 0;
+        options.prompt_cache_bytes = 0;
     }
     let policy = TchPolicy::spawn_with_options(vs, model, options, 0, None).expect("policy");
     RolloutContext {

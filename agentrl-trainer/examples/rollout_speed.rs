@@ -51,6 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut options = EngineOptions::with_max_batch(256);
     if !reuse {
         options.session_cache_bytes = 0;
+        options.prompt_cache_bytes = 0;
     }
     let (policy, format): (TchPolicy, Arc<dyn ChatFormat>) = match args.get(6) {
         Some(path) => {

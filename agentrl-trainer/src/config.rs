@@ -552,7 +552,9 @@ pub struct PipelineConfig {
     /// Most rows in the in-process policy's running batch.
     pub max_batch: usize,
     /// MiB of keys and values the in-process policy keeps for episodes between their turns, so
-    /// a turn feeds only its new ids (least recently used dropped first; 0 turns reuse off).
+    /// a turn feeds only its new ids (least recently used dropped first; 0 turns reuse off);
+    /// a quarter more holds whole first prompts, computed once per group and copied by the
+    /// group's other episodes.
     pub kv_cache_mib: u64,
     /// `agentrl serve` processes (`http://HOST:PORT`) that generate the RL rollouts instead of
     /// the in-process policy; empty: in process. After every step the learner writes its

@@ -94,6 +94,7 @@ impl Run {
         let pipeline = &self.config.pipeline;
         let options = EngineOptions {
             session_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 20),
+            prompt_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 18),
             ..EngineOptions::with_max_batch(pipeline.max_batch)
         };
         let policy = TchPolicy::spawn_with_options(

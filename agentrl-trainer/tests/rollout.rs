@@ -163,6 +163,7 @@ fn maze_context(reuse: bool) -> (TchPolicy, RolloutContext) {
     let mut options = EngineOptions::with_max_batch(64);
     if !reuse {
         options.session_cache_bytes = 0;
+        options.prompt_cache_bytes = 0;
     }
     let policy = TchPolicy::spawn_with_options(vs, model, options, 1, None).unwrap();
     let ctx = RolloutContext {

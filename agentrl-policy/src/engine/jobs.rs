@@ -3,6 +3,8 @@
 use agentrl_core::{
     Error, FinishReason, Generation, GenerationRequest, Result, SamplingParams, SeededRng, TokenId,
 };
+use std::hash::{Hash, Hasher};
+
 use tokio::sync::mpsc as mpsc_async;
 use tokio::sync::oneshot;
 
@@ -92,14 +94,22 @@ pub(super) struct Row {
     pub(super) cached: usize,
     /// What has been generated so far.
     pub(super) generation: Generation,
+    /// A hash of the prompt, to find identical prompts quickly.
+    pub(super) prompt_hash: u64,
+    /// Whether its prompt is prefilled from scratch (nothing was reused).
+    pub(super) fresh: bool,
 }
 
 impl Row {
     /// A row for `request` whose sampling draws from `rng`.
     pub(super) fn new(job: u64, index: usize, request: GenerationRequest, rng: SeededRng) -> Self {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        request.prompt_ids.hash(&mut hasher);
         Row {
             job,
             index,
+            prompt_hash: hasher.finish(),
+            fresh: false,
             prompt: request.prompt_ids,
             params: request.params,
             rng,

@@ -10,8 +10,10 @@
 //! When a request names a session ([`agentrl_core::GenerationRequest::session`]), the keys and
 //! values of its conversation are kept after the turn (`sessions`, under a byte budget with
 //! least-recently-used eviction), and the next turn feeds only the ids that follow the longest
-//! prefix it shares with them. New weights clear that cache, so no turn attends to keys of
-//! older weights.
+//! prefix it shares with them. Whole prompts prefilled from scratch are kept as well (a second
+//! cache), so requests with an identical prompt, such as the episodes of a GRPO group, copy
+//! them instead of computing them again. New weights clear both caches, so no turn attends to
+//! keys of older weights.
 
 mod jobs;
 mod sessions;
@@ -38,8 +40,11 @@ use slots::{SlotKv, SlotStep};
 pub struct EngineOptions {
     /// Most rows in the running batch; more requests wait for a free slot.
     pub max_batch: usize,
-    /// Bytes of keys and values kept for sessions between their turns (0 turns reuse off).
+    /// Bytes of keys and values kept between a session's turns (0 turns that reuse off).
     pub session_cache_bytes: u64,
+    /// Bytes of keys and values of recent whole prompts, copied by later requests with the
+    /// same prompt instead of computing them again (0 turns that sharing off).
+    pub prompt_cache_bytes: u64,
     /// Most prompt ids of one row fed in one step.
     pub prefill_chunk: usize,
     /// Most ids (rows × the longest chunk) in one prefill forward pass.
@@ -61,6 +66,7 @@ impl Default for EngineOptions {
         EngineOptions {
             max_batch: 64,
             session_cache_bytes: 1 << 30,
+            prompt_cache_bytes: 256 << 20,
             prefill_chunk: 512,
             prefill_tokens: 8192,
         }
@@ -74,8 +80,11 @@ pub struct EngineStats {
     pub requests: u64,
     /// Prompt ids fed through the model (prefill), not counting reused ones.
     pub prefill_tokens: u64,
-    /// Prompt ids whose keys and values came from a session's cache instead.
+    /// Prompt ids whose keys and values came from a cache instead (a session's last turn, or
+    /// an identical prompt prefilled before).
     pub reused_tokens: u64,
+    /// Requests whose prompt's keys and values were copied from an identical prompt's.
+    pub shared_prompt_hits: u64,
     /// Ids generated.
     pub generated_tokens: u64,
     /// Prefill forward passes (each may serve many rows).
@@ -86,12 +95,14 @@ pub struct EngineStats {
     pub prefill_seconds: f64,
     /// Seconds spent in decode steps (forward passes, sampling).
     pub decode_seconds: f64,
-    /// Session caches dropped to stay within the byte budget.
+    /// Cached sessions and prompts dropped to stay within their byte budgets.
     pub evictions: u64,
     /// Requests dropped because their caller stopped waiting.
     pub cancelled: u64,
     /// Bytes of keys and values kept for sessions now.
     pub session_cache_bytes: u64,
+    /// Bytes of keys and values of whole prompts kept for sharing now.
+    pub prompt_cache_bytes: u64,
     /// Sessions with cached keys and values now.
     pub cached_sessions: u64,
     /// Bytes of the running batch's slots now.
@@ -111,6 +122,8 @@ pub(crate) struct Engine<M> {
     occupied: Vec<bool>,
     kv: SlotKv,
     sessions: SessionCache,
+    /// Whole prompts' keys and values, by [`prompt_key`].
+    prompts: SessionCache,
     /// Seeds the streams of requests without a seed of their own.
     seeds: SeededRng,
     version: u64,
@@ -131,6 +144,7 @@ impl<M: PolicyModel> Engine<M> {
         published: Arc<Mutex<EngineStats>>,
     ) -> Self {
         let sessions = SessionCache::new(options.session_cache_bytes);
+        let prompts = SessionCache::new(options.prompt_cache_bytes);
         Engine {
             model,
             detokenizer,
@@ -142,6 +156,7 @@ impl<M: PolicyModel> Engine<M> {
             occupied: Vec::new(),
             kv: SlotKv::default(),
             sessions,
+            prompts,
             seeds: SeededRng::new(seed),
             version: 0,
             stats: EngineStats::default(),
@@ -230,6 +245,7 @@ impl<M: PolicyModel> Engine<M> {
     pub(crate) fn weights_changed(&mut self, version: u64) {
         self.version = version;
         self.sessions.clear();
+        self.prompts.clear();
         self.publish();
     }
 
@@ -281,12 +297,20 @@ impl<M: PolicyModel> Engine<M> {
         self.stats.cancelled += (before - after) as u64;
     }
 
-    /// Moves waiting rows into free slots, loading what their session has cached.
+    /// Moves waiting rows into free slots, loading what their session (or, for a prompt seen
+    /// before, the shared prompt cache) has cached. A row whose identical prompt is being
+    /// prefilled right now waits a step and then copies it instead of computing it again (the
+    /// episodes of a GRPO group all start from the same prompt).
     fn admit(&mut self) {
+        let mut deferred = Vec::new();
         while self.running.len() < self.options.max_batch {
             let Some(mut row) = self.waiting.pop_front() else {
                 break;
             };
+            if self.twin_is_prefilling(&row) {
+                deferred.push(row);
+                continue;
+            }
             let slot = match self.occupied.iter().position(|&o| !o) {
                 Some(s) => s,
                 None => {
@@ -298,16 +322,61 @@ impl<M: PolicyModel> Engine<M> {
             row.slot = slot;
             row.cached = 0;
             row.generation.policy_version = self.version;
-            if let Some(session) = &row.session
-                && let Some((prefix, reuse)) = self.sessions.take(session, &row.prompt)
-            {
-                self.kv.reserve(self.occupied.len(), reuse);
-                self.kv.load(slot, &prefix.layers, reuse);
-                row.cached = reuse;
-                self.stats.reused_tokens += reuse as u64;
-            }
+            let reuse = self.load_cached(&row, slot);
+            row.cached = reuse;
+            row.fresh = reuse == 0;
+            self.stats.reused_tokens += reuse as u64;
             self.running.push(row);
         }
+        for row in deferred.into_iter().rev() {
+            self.waiting.push_front(row);
+        }
+    }
+
+    /// Whether `row` would prefill from scratch a prompt that a running row is prefilling now.
+    fn twin_is_prefilling(&self, row: &Row) -> bool {
+        if !self.prompts.enabled() || row.session.as_ref().is_some_and(|s| self.sessions.has(s)) {
+            return false;
+        }
+        self.running.iter().any(|r| {
+            r.fresh && r.prefilling() && r.prompt_hash == row.prompt_hash && r.prompt == row.prompt
+        })
+    }
+
+    /// Loads the longest cached prefix of `row`'s prompt into `slot`: its session's last turn,
+    /// else the shared cache of whole prompts. Returns how many positions it covers.
+    fn load_cached(&mut self, row: &Row, slot: usize) -> usize {
+        if let Some(session) = &row.session
+            && let Some((prefix, reuse)) = self.sessions.take(session, &row.prompt)
+        {
+            self.kv.reserve(self.occupied.len(), reuse);
+            self.kv.load(slot, &prefix.layers, reuse);
+            return reuse;
+        }
+        let key = prompt_key(row.prompt_hash);
+        match self.prompts.peek(&key, &row.prompt) {
+            Some((prefix, reuse)) => {
+                self.kv.reserve(self.occupied.len(), reuse);
+                self.kv.load(slot, &prefix.layers, reuse);
+                self.stats.shared_prompt_hits += 1;
+                reuse
+            }
+            None => 0,
+        }
+    }
+
+    /// Keeps the keys and values of running row `i`'s whole prompt, just prefilled from
+    /// scratch, for later requests with the same prompt.
+    fn share_prompt(&mut self, i: usize) {
+        let row = &self.running[i];
+        if !row.fresh || !self.prompts.enabled() {
+            return;
+        }
+        let prefix = CachedPrefix {
+            ids: row.prompt.clone(),
+            layers: self.kv.save(row.slot, row.prompt.len()),
+        };
+        self.prompts.put(prompt_key(row.prompt_hash), prefix);
     }
 
     /// Feeds the next chunk of every prefilling row (up to the token budget) in one forward
@@ -366,8 +435,11 @@ impl<M: PolicyModel> Engine<M> {
         for (r, &(i, n)) in picked.iter().enumerate() {
             self.stats.prefill_tokens += n as u64;
             self.running[i].cached += n;
-            if !self.running[i].prefilling() && self.sample(i, &logits[r * vocab..(r + 1) * vocab])
-            {
+            if self.running[i].prefilling() {
+                continue;
+            }
+            self.share_prompt(i);
+            if self.sample(i, &logits[r * vocab..(r + 1) * vocab]) {
                 finished.push(i);
             }
         }
@@ -565,8 +637,9 @@ impl<M: PolicyModel> Engine<M> {
     /// Copies the stats where [`crate::TchPolicy::stats`] reads them, then answers the calls
     /// completed since the last time.
     fn publish(&mut self) {
-        self.stats.evictions = self.sessions.evictions;
+        self.stats.evictions = self.sessions.evictions + self.prompts.evictions;
         self.stats.session_cache_bytes = self.sessions.bytes();
+        self.stats.prompt_cache_bytes = self.prompts.bytes();
         self.stats.cached_sessions = self.sessions.len() as u64;
         self.stats.slot_bytes = self.kv.bytes();
         if let Ok(mut shared) = self.published.lock() {
@@ -576,6 +649,12 @@ impl<M: PolicyModel> Engine<M> {
             job.answer();
         }
     }
+}
+
+/// The prompt cache's key for a prompt with hash `hash` (a collision only costs a shorter
+/// reuse: every hit is checked against the cached ids).
+fn prompt_key(hash: u64) -> String {
+    format!("{hash:016x}")
 }
 
 /// The sizes of one forward pass: batch rows, new ids per row, positions attended to.

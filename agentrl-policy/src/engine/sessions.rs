@@ -1,5 +1,5 @@
-//! Keys and values kept between a session's turns, under a byte budget with least-recently-used
-//! eviction.
+//! Keys and values kept between a session's turns (and of whole prompts shared by identical
+//! requests), under a byte budget with least-recently-used eviction.
 
 use std::collections::HashMap;
 
@@ -61,15 +61,24 @@ impl SessionCache {
     ) -> Option<(CachedPrefix, usize)> {
         let entry = self.entries.remove(session)?;
         self.bytes -= entry.bytes;
-        let common = entry
-            .prefix
-            .ids
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let reuse = common.min(prompt.len().saturating_sub(1));
+        let reuse = common_prefix(&entry.prefix.ids, prompt).min(prompt.len().saturating_sub(1));
         (reuse > 0).then_some((entry.prefix, reuse))
+    }
+
+    /// Whether `session` has an entry.
+    pub(super) fn has(&self, session: &str) -> bool {
+        self.entries.contains_key(session)
+    }
+
+    /// Like [`SessionCache::take`], but the entry stays (shared by every request that matches
+    /// it) and counts as just used.
+    pub(super) fn peek(&mut self, key: &str, prompt: &[TokenId]) -> Option<(&CachedPrefix, usize)> {
+        self.clock += 1;
+        let clock = self.clock;
+        let entry = self.entries.get_mut(key)?;
+        entry.last_used = clock;
+        let reuse = common_prefix(&entry.prefix.ids, prompt).min(prompt.len().saturating_sub(1));
+        (reuse > 0).then_some((&entry.prefix, reuse))
     }
 
     /// Keeps `prefix` for `session` (replacing what was there), evicting the least recently
@@ -131,4 +140,9 @@ impl SessionCache {
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
+}
+
+/// How many leading ids `a` and `b` share.
+fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
