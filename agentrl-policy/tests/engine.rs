@@ -14,11 +14,10 @@ use agentrl_policy::{EngineOptions, GptConfig, PolicyModel, TchPolicy, TinyGpt, 
 use tch::{Device, nn};
 
 mod common;
-use common::random_llama;
+use common::{SEED_LOCK, random_llama};
 
 /// A random TinyGpt with room for long generations, identical for a seed.
 fn gpt(seed: i64) -> (nn::VarStore, TinyGpt) {
-    static SEED_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     tch::manual_seed(seed);
     let vs = nn::VarStore::new(Device::Cpu);

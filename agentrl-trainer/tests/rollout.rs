@@ -145,21 +145,12 @@ async fn demonstrations_tokenise_like_a_live_rollout_would() {
     );
 }
 
-/// A policy on `maze` (every turn continues the episode) with or without the sessions' keys and
-/// values kept between turns.
-fn maze_context(reuse: bool) -> (TchPolicy, RolloutContext) {
-    tch::manual_seed(6);
-    let vs = nn::VarStore::new(Device::Cpu);
-    let cfg = GptConfig {
-        vocab_size: ByteTokenizer::VOCAB_SIZE,
-        d_model: 32,
-        n_layers: 1,
-        n_heads: 2,
-        max_seq_len: 600,
-        ffn_mult: 2,
-        rope_theta: 10_000.0,
-    };
-    let model = TinyGpt::new(&vs.root(), cfg).unwrap();
+/// A policy on `maze` (every turn continues the episode) with the weights of `weights`, with or
+/// without the sessions' keys and values kept between turns.
+fn maze_context(weights: &nn::VarStore, reuse: bool) -> (TchPolicy, RolloutContext) {
+    let mut vs = nn::VarStore::new(Device::Cpu);
+    let model = TinyGpt::new(&vs.root(), maze_model()).unwrap();
+    vs.copy(weights).unwrap();
     let mut options = EngineOptions::with_max_batch(64);
     if !reuse {
         options.session_cache_bytes = 0;
@@ -176,15 +167,31 @@ fn maze_context(reuse: bool) -> (TchPolicy, RolloutContext) {
     (policy, ctx)
 }
 
+fn maze_model() -> GptConfig {
+    GptConfig {
+        vocab_size: ByteTokenizer::VOCAB_SIZE,
+        d_model: 32,
+        n_layers: 1,
+        n_heads: 2,
+        max_seq_len: 600,
+        ffn_mult: 2,
+        rope_theta: 10_000.0,
+    }
+}
+
 /// Multi-turn episodes played with each turn's history reused are the episodes played with
 /// every turn prefilled from scratch (greedy, so scheduling cannot change them), the reuse
 /// shows in the engine's counters, and every episode frees its session when it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_turn_episodes_reuse_their_history_and_end_their_sessions() {
     let params = agentrl_core::SamplingParams::greedy(24);
+    // One set of random weights for both runs (the global libtorch seed is shared with other
+    // tests running in parallel, so it cannot make two models equal).
+    let weights = nn::VarStore::new(Device::Cpu);
+    TinyGpt::new(&weights.root(), maze_model()).unwrap();
     let mut played = Vec::new();
     for reuse in [false, true] {
-        let (policy, ctx) = maze_context(reuse);
+        let (policy, ctx) = maze_context(&weights, reuse);
         let tasks = (0..3u64)
             .map(|i| (ctx.factory.task(Split::Train, i), i))
             .collect();

@@ -19,7 +19,6 @@ pub fn tiny(seed: i64) -> (nn::VarStore, Llama) {
 /// included) randomised, deterministic for a seed. libtorch's seed is global and tests run in
 /// parallel, so seeding and creation happen under one lock.
 pub fn random_llama(seed: i64, config_json: &str) -> (nn::VarStore, Llama) {
-    static SEED_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     tch::manual_seed(seed);
     let config = LlamaConfig::from_json_str(config_json, "tiny").unwrap();
@@ -36,6 +35,10 @@ pub fn random_llama(seed: i64, config_json: &str) -> (nn::VarStore, Llama) {
     });
     (vs, m)
 }
+
+/// Held while seeding libtorch's global generator and creating a model from it: tests run in
+/// parallel, and another test's seed in between would change the model.
+pub static SEED_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Two rows of seven ids.
 pub fn ids() -> Tensor {
