@@ -75,7 +75,7 @@ fn reference(model: &dyn PolicyModel, requests: &[GenerationRequest]) -> Vec<Gen
             let rng = SeededRng::new(r.params.seed.expect("seeded or greedy"));
             let mut rngs = [rng];
             let one = [r.prompt_ids.clone()];
-            let g = model.generate(&one, &[r.params.clone()], &mut rngs, 0, None);
+            let g = model.generate(&one, std::slice::from_ref(&r.params), &mut rngs, 0, None);
             g.unwrap().remove(0)
         })
         .collect()
