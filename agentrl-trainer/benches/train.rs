@@ -121,15 +121,8 @@ fn untrained(env: &str, context: usize, reuse: bool) -> RolloutContext {
 /// the 1,024-token context ends them, each turn at most 40 tokens.
 fn multi_turn_rollouts(c: &mut Criterion) {
     tch::set_num_threads(2);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let params = SamplingParams {
-        max_new_tokens: 40,
-        ..Default::default()
-    };
+    let rt = runtime();
+    let params = turn_params();
     let mut g = c.benchmark_group("rollout");
     g.sample_size(10);
     g.throughput(Throughput::Elements(128));
@@ -151,37 +144,38 @@ fn multi_turn_rollouts(c: &mut Criterion) {
 
 fn rollouts(c: &mut Criterion) {
     tch::set_num_threads(1);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let vs = nn::VarStore::new(Device::Cpu);
-    let model = TinyGpt::new(&vs.root(), demo_model()).expect("model");
-    let ctx = RolloutContext {
-        factory: lookup("arith-calc").expect("registered env"),
-        policy: Arc::new(TchPolicy::spawn(vs, model, 256, 0).expect("policy thread")),
-        format: Arc::new(TinyChatFormat::new()),
-        max_seq_len: 160,
-        stop: Vec::new(),
-    };
+    let rt = runtime();
+    let ctx = untrained("arith-calc", 160, true);
     let tasks: Vec<_> = (0..128u64)
         .map(|i| (ctx.factory.task(Split::Train, i), i / 8))
         .collect();
-    let params = SamplingParams {
-        max_new_tokens: 40,
-        ..Default::default()
-    };
     let mut g = c.benchmark_group("rollout");
     g.sample_size(10);
     g.throughput(Throughput::Elements(128));
     g.bench_function("arith_calc_128_episodes_untrained_policy", |b| {
         b.iter(|| {
-            rt.block_on(run_many(&ctx, tasks.clone(), &params))
+            rt.block_on(run_many(&ctx, tasks.clone(), &turn_params()))
                 .expect("rollouts")
         })
     });
     g.finish();
+}
+
+/// The tokio runtime the rollouts run on (two workers, like the trainer on this machine).
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Sampling of every rollout turn: temperature 1, at most 40 tokens.
+fn turn_params() -> SamplingParams {
+    SamplingParams {
+        max_new_tokens: 40,
+        ..Default::default()
+    }
 }
 
 criterion_group!(
