@@ -1,5 +1,6 @@
 //! The `agentrl-env` binary: `list`, `check`, and `serve` behind `controller` with bearer
-//! tokens (the same functions behind `agentrl env`, `agentrl env-server` and `agentrl controller`).
+//! tokens (the same functions behind `agentrl env`, `agentrl env-server` and `agentrl controller`);
+//! logs to a pipe are plain text.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -113,6 +114,40 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Logs written to a pipe (or a file) carry no colour escape codes.
+#[test]
+fn logs_to_a_pipe_are_plain_text() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentrl-env"))
+        .args(["controller", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let line = loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.contains("listening") => break line,
+            Ok(_) => continue,
+            Err(e) => panic!("the controller logged no `listening` line: {e}"),
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains("INFO"), "{line:?}");
+    assert!(
+        !line.contains('\u{1b}'),
+        "escape codes in a piped log: {line:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,6 +12,8 @@
 
 use std::process::ExitCode;
 
+use std::io::IsTerminal;
+
 use agentrl_core::Result;
 
 mod controller;
@@ -23,15 +25,19 @@ pub use env_command::{EnvCommand, run_env_command};
 pub use env_server::{EnvServerArgs, run_env_server};
 
 /// The body of an AgentRL binary's `main` (`agentrl-env`, and `agentrl` in the trainer):
-/// logs to stderr (`RUST_LOG`, default `info`), runs `command` on a multi-threaded tokio
-/// runtime, and turns an error into `error: ...` on stderr and a failing exit code.
+/// logs to stderr (`RUST_LOG`, default `info`; in colour only when stderr is a terminal and
+/// `NO_COLOR` is unset, so logs written to a file or a pipe carry no escape codes), runs
+/// `command` on a multi-threaded tokio runtime, and turns an error into `error: ...` on stderr
+/// and a failing exit code.
 pub fn run_binary(command: impl std::future::Future<Output = Result<()>>) -> ExitCode {
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
