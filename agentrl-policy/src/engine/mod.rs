@@ -145,6 +145,11 @@ impl<M: PolicyModel> Engine<M> {
     ) -> Self {
         let sessions = SessionCache::new(options.session_cache_bytes);
         let prompts = SessionCache::new(options.prompt_cache_bytes);
+        // A prefill chunk may write padding up to a chunk past the context.
+        let kv = SlotKv::new(
+            options.max_batch,
+            model.context_len() + options.prefill_chunk.max(1),
+        );
         Engine {
             model,
             detokenizer,
@@ -154,7 +159,7 @@ impl<M: PolicyModel> Engine<M> {
             waiting: VecDeque::new(),
             running: Vec::new(),
             occupied: Vec::new(),
-            kv: SlotKv::default(),
+            kv,
             sessions,
             prompts,
             seeds: SeededRng::new(seed),

@@ -6,16 +6,30 @@ use tch::{Kind, Tensor};
 use crate::decode::KvStore;
 
 /// Keys and values of the rows in the running batch, per layer `[slots, KV, capacity, hd]`.
-/// Both the number of slots and the capacity grow on demand (doubling), so memory follows the
-/// peak batch and the longest row, not the model's context.
-#[derive(Default)]
+/// Both the number of slots and the capacity grow on demand (doubling, but never past the
+/// batch limit and the longest sequence), so memory follows the peak batch and the longest
+/// row, not the model's context.
 pub(super) struct SlotKv {
     layers: Vec<(Tensor, Tensor)>,
     slots: i64,
     capacity: i64,
+    /// The most slots and positions ever needed (growth stops there).
+    max_slots: i64,
+    max_capacity: i64,
 }
 
 impl SlotKv {
+    /// Empty slots for at most `max_slots` rows of at most `max_length` positions.
+    pub(super) fn new(max_slots: usize, max_length: usize) -> Self {
+        SlotKv {
+            layers: Vec::new(),
+            slots: 0,
+            capacity: 0,
+            max_slots: max_slots as i64,
+            max_capacity: max_length as i64,
+        }
+    }
+
     /// Makes room for slot indices below `slots` and positions below `length` in every layer
     /// allocated so far (layers allocated later take these sizes).
     pub(super) fn reserve(&mut self, slots: usize, length: usize) {
@@ -23,8 +37,8 @@ impl SlotKv {
         if slots <= self.slots && length <= self.capacity {
             return;
         }
-        let new_slots = grow(self.slots, slots);
-        let new_capacity = grow(self.capacity, length);
+        let new_slots = grow(self.slots, slots).min(self.max_slots.max(slots));
+        let new_capacity = grow(self.capacity, length).min(self.max_capacity.max(length));
         for (k, v) in &mut self.layers {
             for t in [k, v] {
                 let s = t.size();
