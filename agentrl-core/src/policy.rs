@@ -140,6 +140,21 @@ pub struct Generation {
     pub policy_name: Option<String>,
 }
 
+impl Generation {
+    /// Nothing generated yet by weights `policy_version`: no ids, finish `Length` (what a
+    /// prompt with no room left in the context gets).
+    pub fn empty(policy_version: u64) -> Self {
+        Generation {
+            ids: Vec::new(),
+            logprobs: Vec::new(),
+            finish: FinishReason::Length,
+            matched_stop: None,
+            policy_version,
+            policy_name: None,
+        }
+    }
+}
+
 /// A language model that continues token sequences, many at a time.
 #[async_trait]
 pub trait Policy: Send + Sync {

@@ -14,20 +14,20 @@ use tch::nn;
 /// Saves all variables of `vs` as safetensors at `path` via a temporary file and a rename, so
 /// a crash never leaves a half-written checkpoint under the final name.
 pub fn save_var_store(vs: &nn::VarStore, path: &Path) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "checkpoint.safetensors".into());
-    let tmp = dir.join(format!(".{file_name}.tmp.safetensors"));
-    vs.save(&tmp)
-        .map_err(|e| Error::Policy(format!("writing checkpoint {}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming checkpoint to", path, e))
+    write_atomically(path, |tmp| vs.save(tmp))
 }
 
 /// Saves named tensors as safetensors at `path`, atomically like [`save_var_store`].
 pub fn save_tensors(tensors: &[(String, tch::Tensor)], path: &Path) -> Result<()> {
+    write_atomically(path, |tmp| tch::Tensor::write_safetensors(tensors, tmp))
+}
+
+/// Has `write` write a temporary file beside `path` (creating its folder), then renames it to
+/// `path`.
+fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&Path) -> std::result::Result<(), tch::TchError>,
+) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io("creating", dir, e))?;
     let file_name = path
@@ -35,8 +35,7 @@ pub fn save_tensors(tensors: &[(String, tch::Tensor)], path: &Path) -> Result<()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "checkpoint.safetensors".into());
     let tmp = dir.join(format!(".{file_name}.tmp.safetensors"));
-    tch::Tensor::write_safetensors(tensors, &tmp)
-        .map_err(|e| Error::Policy(format!("writing checkpoint {}: {e}", tmp.display())))?;
+    write(&tmp).map_err(|e| Error::Policy(format!("writing checkpoint {}: {e}", tmp.display())))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io("renaming checkpoint to", path, e))
 }
 

@@ -289,6 +289,35 @@ pub(crate) fn next_token_logprobs(
     (chosen, entropy)
 }
 
+/// Checks request `i` (`prompt` sampled with `params`) for a model with `vocab` ids; stop
+/// strings need a model that can see text (`has_detokenizer`).
+pub(crate) fn check_request(
+    i: usize,
+    prompt: &[TokenId],
+    params: &SamplingParams,
+    vocab: usize,
+    has_detokenizer: bool,
+) -> Result<()> {
+    params.validate()?;
+    if !params.stop.is_empty() && !has_detokenizer {
+        return Err(Error::Policy(format!(
+            "request {i} has stop strings {:?}, but this model was started without a \
+             detokenizer to match them (give the policy the chat format's decoder, or use \
+             stop ids)",
+            params.stop
+        )));
+    }
+    if let Some(&bad) = prompt.iter().find(|&&id| id as usize >= vocab) {
+        return Err(Error::Policy(format!(
+            "prompt {i} has id {bad}, outside the vocabulary of {vocab}"
+        )));
+    }
+    if prompt.is_empty() {
+        return Err(Error::Policy(format!("prompt {i} is empty")));
+    }
+    Ok(())
+}
+
 /// Continues every prompt (batched, left-padded, KV cache). Rows may have different sampling
 /// params; `rngs` gives each row its random stream. A prompt with no room left in the context
 /// returns no ids with finish `Length`. Rows with stop strings are matched on `detokenizer`'s
@@ -313,35 +342,10 @@ fn generate<M: CachedDecoder>(
     }
     let vocab = model.vocab_size();
     let max_seq = model.context_len();
-    let mut out: Vec<Generation> = (0..n)
-        .map(|_| Generation {
-            ids: Vec::new(),
-            logprobs: Vec::new(),
-            finish: FinishReason::Length,
-            matched_stop: None,
-            policy_version,
-            policy_name: None,
-        })
-        .collect();
+    let mut out: Vec<Generation> = (0..n).map(|_| Generation::empty(policy_version)).collect();
     let mut rows: Vec<usize> = Vec::with_capacity(n);
     for (i, p) in prompts.iter().enumerate() {
-        params[i].validate()?;
-        if !params[i].stop.is_empty() && detokenizer.is_none() {
-            return Err(Error::Policy(format!(
-                "request {i} has stop strings {:?}, but this model was started without a \
-                 detokenizer to match them (give the policy the chat format's decoder, or use \
-                 stop ids)",
-                params[i].stop
-            )));
-        }
-        if let Some(&bad) = p.iter().find(|&&id| id as usize >= vocab) {
-            return Err(Error::Policy(format!(
-                "prompt {i} has id {bad}, outside the vocabulary of {vocab}"
-            )));
-        }
-        if p.is_empty() {
-            return Err(Error::Policy(format!("prompt {i} is empty")));
-        }
+        check_request(i, p, &params[i], vocab, detokenizer.is_some())?;
         if p.len() < max_seq {
             rows.push(i);
         }
@@ -381,6 +385,31 @@ pub(crate) fn find_stop(
         .filter_map(|s| text.find(s.as_str()).map(|at| (at, s)))
         .min_by_key(|&(at, _)| at)
         .map(|(_, s)| s.clone())
+}
+
+/// Appends a sampled `(id, logprob)` to `g` (continuing a `prompt_len`-id prompt) and says
+/// whether generation ends there: at a stop id or a stop string (finish `Stop`, the string in
+/// `matched_stop`), or at `max_new_tokens` or the `context` (finish stays `Length`).
+pub(crate) fn push_token(
+    g: &mut Generation,
+    (id, logprob): (TokenId, f32),
+    params: &SamplingParams,
+    prompt_len: usize,
+    context: usize,
+    detokenizer: Option<&Detokenizer>,
+) -> bool {
+    g.ids.push(id);
+    g.logprobs.push(logprob);
+    if params.stop_ids.contains(&id) {
+        g.finish = FinishReason::Stop;
+        return true;
+    }
+    if let Some(stop) = find_stop(&params.stop, &g.ids, detokenizer) {
+        g.finish = FinishReason::Stop;
+        g.matched_stop = Some(stop);
+        return true;
+    }
+    g.ids.len() >= params.max_new_tokens || prompt_len + g.ids.len() >= context
 }
 
 /// Generates for `rows` (indices into the batch's prompts that still have room).
@@ -460,21 +489,18 @@ fn generate_rows<M: CachedDecoder>(
                 &params[r],
                 &mut rngs[r],
             );
-            let g = &mut out[r];
-            g.ids.push(id);
-            g.logprobs.push(lp);
             on_token(r, id, lp);
             next[row] = id as i64;
-            if params[r].stop_ids.contains(&id) {
-                g.finish = FinishReason::Stop;
-                active[row] = false;
-            } else if let Some(stop) = find_stop(&params[r].stop, &g.ids, detokenizer) {
-                g.finish = FinishReason::Stop;
-                g.matched_stop = Some(stop);
-                active[row] = false;
-            } else if g.ids.len() >= params[r].max_new_tokens || next_pos[row] + 1 >= max_seq {
-                active[row] = false;
-            }
+            let prompt_len = prompts[r].len();
+            let ended = push_token(
+                &mut out[r],
+                (id, lp),
+                &params[r],
+                prompt_len,
+                model.context_len(),
+                detokenizer,
+            );
+            active[row] = !ended;
         }
         if !active.iter().any(|&a| a) {
             break;

@@ -1,7 +1,7 @@
 //! The engine's bookkeeping: the `generate` calls it is answering and the rows they became.
 
 use agentrl_core::{
-    Error, FinishReason, Generation, GenerationRequest, Result, SamplingParams, SeededRng, TokenId,
+    Error, Generation, GenerationRequest, Result, SamplingParams, SeededRng, TokenId,
 };
 use std::hash::{Hash, Hasher};
 
@@ -116,14 +116,7 @@ impl Row {
             session: request.session,
             slot: usize::MAX,
             cached: 0,
-            generation: Generation {
-                ids: Vec::new(),
-                logprobs: Vec::new(),
-                finish: FinishReason::Length,
-                matched_stop: None,
-                policy_version: 0,
-                policy_name: None,
-            },
+            generation: Generation::empty(0),
         }
     }
 

@@ -23,11 +23,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use agentrl_core::{Error, FinishReason, Result, SeededRng};
+use agentrl_core::{Error, Result, SeededRng};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use crate::decode::{Detokenizer, MASKED, PolicyModel, find_stop};
+use crate::decode::{Detokenizer, MASKED, PolicyModel, check_request, push_token};
 use crate::sampling::sample_token;
 pub(crate) use jobs::Job;
 pub use jobs::StreamedToken;
@@ -217,24 +217,9 @@ impl<M: PolicyModel> Engine<M> {
     /// The first problem with any of `job`'s requests.
     fn check(&self, job: &Job) -> Result<()> {
         let vocab = self.model.vocab_size();
+        let has_detokenizer = self.detokenizer.is_some();
         for (i, r) in job.requests.iter().enumerate() {
-            r.params.validate()?;
-            if !r.params.stop.is_empty() && self.detokenizer.is_none() {
-                return Err(Error::Policy(format!(
-                    "request {i} has stop strings {:?}, but this model was started without a \
-                     detokenizer to match them (give the policy the chat format's decoder, or \
-                     use stop ids)",
-                    r.params.stop
-                )));
-            }
-            if let Some(&bad) = r.prompt_ids.iter().find(|&&id| id as usize >= vocab) {
-                return Err(Error::Policy(format!(
-                    "prompt {i} has id {bad}, outside the vocabulary of {vocab}"
-                )));
-            }
-            if r.prompt_ids.is_empty() {
-                return Err(Error::Policy(format!("prompt {i} is empty")));
-            }
+            check_request(i, &r.prompt_ids, &r.params, vocab, has_detokenizer)?;
         }
         Ok(())
     }
@@ -325,7 +310,6 @@ impl<M: PolicyModel> Engine<M> {
             };
             self.occupied[slot] = true;
             row.slot = slot;
-            row.cached = 0;
             row.generation.policy_version = self.version;
             let reuse = self.load_cached(&row, slot);
             row.cached = reuse;
@@ -536,22 +520,12 @@ impl<M: PolicyModel> Engine<M> {
         let row = &mut self.running[i];
         let (id, logprob) = sample_token(logits, &row.params, &mut row.rng);
         self.stats.generated_tokens += 1;
-        let g = &mut row.generation;
-        g.ids.push(id);
-        g.logprobs.push(logprob);
         if let Some(job) = self.jobs.get(&row.job) {
             job.stream(row.index, id, logprob);
         }
-        if row.params.stop_ids.contains(&id) {
-            g.finish = FinishReason::Stop;
-            return true;
-        }
-        if let Some(stop) = find_stop(&row.params.stop, &g.ids, detokenizer) {
-            g.finish = FinishReason::Stop;
-            g.matched_stop = Some(stop);
-            return true;
-        }
-        g.ids.len() >= row.params.max_new_tokens || row.prompt.len() + g.ids.len() >= context
+        let prompt_len = row.prompt.len();
+        let (params, g) = (&row.params, &mut row.generation);
+        push_token(g, (id, logprob), params, prompt_len, context, detokenizer)
     }
 
     /// Takes finished rows (indices into the running batch) out: frees their slots, keeps
