@@ -1,7 +1,7 @@
 //! Knobs of imperfect demonstrators ([`crate::EnvFactory::demonstrator`]): the type, and
 //! checks an env uses to read its own knobs with errors that name the env and the knob.
 
-use agentrl_core::{Error, Result};
+use agentrl_core::{Error, Message, Result, Role, Task};
 
 /// Settings of an env's imperfect demonstrator, by knob name (e.g. a config's
 /// `[sft.demonstrator]` table). Which knobs exist is up to each env.
@@ -49,6 +49,37 @@ pub fn probability_knob(
     }
 }
 
+/// A choice a demonstrator makes once per task, on the task's first turn, and keeps for the
+/// rest of it: how its mistakes become habits that a cloned greedy policy reproduces (a mistake
+/// drawn afresh at every step would vanish under greedy decoding).
+#[derive(Debug, Clone)]
+pub struct PerTaskChoice<T> {
+    /// The task in progress (by id) and the choice made for it.
+    current: Option<(String, T)>,
+}
+
+impl<T> Default for PerTaskChoice<T> {
+    fn default() -> Self {
+        PerTaskChoice { current: None }
+    }
+}
+
+impl<T: Copy> PerTaskChoice<T> {
+    /// The choice for `task`: `decide()` on its first turn (no assistant message in
+    /// `history` yet) or when the task changed, the remembered one after.
+    pub fn decide(&mut self, task: &Task, history: &[Message], decide: impl FnOnce() -> T) -> T {
+        let first_turn = !history.iter().any(|m| m.role == Role::Assistant);
+        match &self.current {
+            Some((id, choice)) if !first_turn && *id == task.id => *choice,
+            _ => {
+                let choice = decide();
+                self.current = Some((task.id.clone(), choice));
+                choice
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +102,35 @@ mod tests {
         );
         let err = reject_unknown_knobs("e", &knobs(json!({"q": 1})), &[]).unwrap_err();
         assert!(err.to_string().contains("no demonstrator knobs"), "{err}");
+    }
+
+    #[test]
+    fn a_choice_is_made_on_the_first_turn_and_kept() {
+        let task = |id: &str| Task {
+            env_id: "e".into(),
+            id: id.into(),
+            split: agentrl_core::Split::Train,
+            data: serde_json::Value::Null,
+        };
+        let start = [Message::user("go")];
+        let later = [Message::user("go"), Message::assistant("step")];
+        let mut choice = PerTaskChoice::default();
+        assert_eq!(choice.decide(&task("a"), &start, || 1), 1);
+        assert_eq!(
+            choice.decide(&task("a"), &later, || 2),
+            1,
+            "kept within the task"
+        );
+        assert_eq!(
+            choice.decide(&task("b"), &later, || 3),
+            3,
+            "a new task decides again"
+        );
+        assert_eq!(
+            choice.decide(&task("b"), &start, || 4),
+            4,
+            "so does a new episode"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! questions need two searches (a fact that leads to another).
 
 mod corpus;
+mod demonstrator;
 mod env;
 mod solver;
 mod task;
@@ -10,13 +11,15 @@ pub mod world;
 
 use std::sync::Arc;
 
-use agentrl_core::{Env, Split, Task};
+use agentrl_core::{Env, Result, Split, Task};
 
 pub use corpus::{Corpus, articles, shared_corpus};
+pub use demonstrator::{KNOWLEDGE_DEMONSTRATOR_KNOBS, KnowledgeDemonstrator};
 pub use env::{KnowledgeSearchEnv, SEARCH_LIMITS, prompt};
 pub use solver::{KnowledgeExpert, query_for, read_fact};
 pub use task::{Question, Relation};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
@@ -87,6 +90,18 @@ impl EnvFactory for KnowledgeSearch {
     /// The expert is deterministic, so `seed` is not used.
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(KnowledgeExpert)
+    }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        KNOWLEDGE_DEMONSTRATOR_KNOBS
+    }
+
+    /// A [`KnowledgeDemonstrator`] over the shared corpus (see
+    /// [`KnowledgeDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        let corpus = Arc::clone(&self.corpus);
+        let demonstrator = KnowledgeDemonstrator::from_knobs(corpus, seed, knobs)?;
+        Ok(Box::new(demonstrator))
     }
 }
 

@@ -148,14 +148,18 @@ impl EnvFactory for EnvMix {
         &self.knobs
     }
 
-    /// Each env's own demonstrator for that env's tasks, all made now with `seed`; each env
-    /// gets the knobs it declares ([`EnvFactory::demonstrator_knobs`]), so one table can tune
-    /// several envs. A knob that no env of the mixture declares is an error naming it and the
-    /// envs.
+    /// Each env's own demonstrator for that env's tasks, all made now with `seed`.
+    ///
+    /// A knob at the top of `knobs` goes to every env that declares it
+    /// ([`EnvFactory::demonstrator_knobs`]), so one table can tune several envs; a key that is
+    /// an env id of the mixture holds a table of that env's own knobs (TOML:
+    /// `[sft.demonstrator.maze]`), which win over shared ones and are checked by that env. A
+    /// top-level knob that no env declares is an error naming it and the envs.
     fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        let is_env = |k: &str| self.parts.iter().any(|(f, _)| f.id() == k);
         if let Some(unknown) = knobs
             .keys()
-            .find(|k| !self.knobs.iter().any(|(n, _)| n == k))
+            .find(|k| !is_env(k) && !self.knobs.iter().any(|(n, _)| n == *k))
         {
             let envs: Vec<&str> = self.parts.iter().map(|(f, _)| f.id()).collect();
             return Err(Error::Config(format!(
@@ -166,11 +170,23 @@ impl EnvFactory for EnvMix {
         let mut solvers = HashMap::new();
         for (factory, _) in &self.parts {
             let declared = factory.demonstrator_knobs();
-            let own: DemonstratorKnobs = knobs
+            let mut own: DemonstratorKnobs = knobs
                 .iter()
                 .filter(|(k, _)| declared.iter().any(|(n, _)| n == k))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
+            match knobs.get(factory.id()) {
+                Some(serde_json::Value::Object(table)) => {
+                    own.extend(table.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+                Some(other) => {
+                    return Err(Error::Config(format!(
+                        "demonstrator knobs of env `{}` must be a table of knobs, got {other}",
+                        factory.id()
+                    )));
+                }
+                None => {}
+            }
             solvers.insert(factory.id().to_string(), factory.demonstrator(&own, seed)?);
         }
         Ok(Box::new(MixSolver {

@@ -1,16 +1,19 @@
 //! `spreadsheet-ops`: look up and update a generated inventory sheet with the `spreadsheet`
 //! tool; success is judged on the final sheet (and the answer, for look-ups).
 
+mod demonstrator;
 mod env;
 mod solver;
 mod task;
 
-use agentrl_core::{Env, Split, Task};
+use agentrl_core::{Env, Result, Split, Task};
 
+pub use demonstrator::{SPREADSHEET_DEMONSTRATOR_KNOBS, SpreadsheetDemonstrator};
 pub use env::{SpreadsheetOpsEnv, same_cell, same_sheet};
 pub use solver::SpreadsheetExpert;
 pub use task::{HEADERS, Item, Job, SHEET, SheetTask};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
@@ -61,5 +64,14 @@ impl EnvFactory for SpreadsheetOps {
     /// The expert is deterministic, so `seed` is not used.
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(SpreadsheetExpert)
+    }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        SPREADSHEET_DEMONSTRATOR_KNOBS
+    }
+
+    /// A [`SpreadsheetDemonstrator`] (see [`SpreadsheetDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(SpreadsheetDemonstrator::from_knobs(seed, knobs)?))
     }
 }

@@ -2,19 +2,22 @@
 //! generated shop database, querying it with a read-only `sql` tool.
 
 mod data;
+mod demonstrator;
 mod env;
 mod question;
 mod task;
 
-use agentrl_core::{Env, Message, Role, Split, Task, ToolCall};
+use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
 use agentrl_tools::Sql;
 use serde_json::json;
 
 pub use data::{Customer, Order, Product, SCHEMA, Shop};
+pub use demonstrator::{SQL_DEMONSTRATOR_KNOBS, SqlDemonstrator};
 pub use env::SqlAnalysisEnv;
 pub use question::{Question, TOLERANCE, Truth, check};
 pub use task::SqlTask;
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
@@ -66,6 +69,15 @@ impl EnvFactory for SqlAnalysis {
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(SqlExpert)
     }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        SQL_DEMONSTRATOR_KNOBS
+    }
+
+    /// A [`SqlDemonstrator`] (see [`SqlDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(SqlDemonstrator::from_knobs(seed, knobs)?))
+    }
 }
 
 /// The reference solver: runs the question's reference SQL with the `sql` tool, then answers
@@ -75,19 +87,28 @@ pub struct SqlExpert;
 
 impl Solver for SqlExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let sql_task = match SqlTask::from_task(task) {
-            Ok(t) => t,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
-        };
-        let Some(result) = history.iter().rev().find(|m| m.role == Role::Tool) else {
-            let query = sql_task.question.reference_sql();
-            let call = ToolCall::new("call_0", Sql::NAME, &json!({ "query": query }));
-            return Message::assistant_tool_calls(None, vec![call]);
-        };
-        // The result is a header line, then the one-value row.
-        match result.text().lines().nth(1) {
-            Some(value) if !result.text().starts_with("error") => Message::assistant(value.trim()),
-            _ => Message::assistant(format!("The query failed: {}", result.text())),
+        match SqlTask::from_task(task) {
+            Ok(sql_task) => query_then_answer(&sql_task.question.reference_sql(), history),
+            Err(e) => unreadable_task(&e),
         }
+    }
+}
+
+/// The reply of a solver that cannot read its task.
+fn unreadable_task(error: &agentrl_core::Error) -> Message {
+    Message::assistant(format!("I cannot read this task: {error}"))
+}
+
+/// The scripted agents' action: run `query` with the `sql` tool, then answer with the value
+/// in the first row of its result.
+fn query_then_answer(query: &str, history: &[Message]) -> Message {
+    let Some(result) = history.iter().rev().find(|m| m.role == Role::Tool) else {
+        let call = ToolCall::new("call_0", Sql::NAME, &json!({ "query": query }));
+        return Message::assistant_tool_calls(None, vec![call]);
+    };
+    // The result is a header line, then the one-value row.
+    match result.text().lines().nth(1) {
+        Some(value) if !result.text().starts_with("error") => Message::assistant(value.trim()),
+        _ => Message::assistant(format!("The query failed: {}", result.text())),
     }
 }

@@ -2,20 +2,23 @@
 //! gem in the chest"; commands go through an `act` tool or as plain text.
 
 mod command;
+mod demonstrator;
 mod env;
 mod plan;
 mod task;
 mod world;
 
-use agentrl_core::{Env, Message, Role, Split, Task, ToolCall};
+use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
 use serde_json::json;
 
 pub use command::{Command, USAGE};
+pub use demonstrator::{ADVENTURE_DEMONSTRATOR_KNOBS, AdventureDemonstrator};
 pub use env::{ActTool, TextAdventureEnv};
 pub use plan::{MAX_PLAN, plan, random_world};
 pub use task::{generate, split_of, world_of};
 pub use world::{Goal, Place, Room, State, World};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
@@ -67,6 +70,15 @@ impl EnvFactory for TextAdventure {
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(AdventureExpert)
     }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        ADVENTURE_DEMONSTRATOR_KNOBS
+    }
+
+    /// An [`AdventureDemonstrator`] (see [`AdventureDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(AdventureDemonstrator::from_knobs(seed, knobs)?))
+    }
 }
 
 /// The commands the agent sent in `history`, from `act` calls and plain text messages.
@@ -95,20 +107,35 @@ impl Solver for AdventureExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
         let world = match world_of(task) {
             Ok(w) => w,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
+            Err(e) => return unreadable_task(&e),
         };
-        let mut state = world.initial();
-        for command in sent_commands(history) {
-            // Refused commands leave the state unchanged, exactly as in the env.
-            let _ = world.apply(&mut state, &command);
-        }
+        let state = state_after(&world, history);
         match plan(&world, &state).and_then(|p| p.into_iter().next()) {
-            Some(command) => {
-                let id = format!("call_{}", history.len());
-                let call = ToolCall::new(id, "act", &json!({ "command": command.text() }));
-                Message::assistant_tool_calls(None, vec![call])
-            }
+            Some(command) => call_act(&command, history),
             None => Message::assistant("look"),
         }
     }
+}
+
+/// The reply of a solver that cannot read its task.
+fn unreadable_task(error: &agentrl_core::Error) -> Message {
+    Message::assistant(format!("I cannot read this task: {error}"))
+}
+
+/// The state of `world` after replaying the commands sent in `history` from the start.
+fn state_after(world: &World, history: &[Message]) -> State {
+    let mut state = world.initial();
+    for command in sent_commands(history) {
+        // Refused commands leave the state unchanged, exactly as in the env.
+        let _ = world.apply(&mut state, &command);
+    }
+    state
+}
+
+/// The assistant message sending `command` through the `act` tool, with an id unique in
+/// `history`.
+fn call_act(command: &Command, history: &[Message]) -> Message {
+    let id = format!("call_{}", history.len());
+    let call = ToolCall::new(id, "act", &json!({ "command": command.text() }));
+    Message::assistant_tool_calls(None, vec![call])
 }

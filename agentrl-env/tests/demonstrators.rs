@@ -114,15 +114,15 @@ fn bad_arith_knobs_name_the_env_and_the_knob() {
 
 #[tokio::test]
 async fn an_env_without_knobs_demonstrates_with_its_reference_solver() {
-    let maze = lookup("maze").unwrap();
-    assert!(maze.demonstrator_knobs().is_empty());
-    let mut demonstrator = maze.demonstrator(&DemonstratorKnobs::new(), 1).unwrap();
-    let mut reference = maze.solver(1);
-    let got = episodes(&*maze, demonstrator.as_mut(), 0, 10).await;
-    assert_eq!(got, episodes(&*maze, reference.as_mut(), 0, 10).await);
-    let err = config_error(maze.demonstrator(&demo_knobs(), 1));
+    let math = lookup("math-reasoning").unwrap();
+    assert!(math.demonstrator_knobs().is_empty());
+    let mut demonstrator = math.demonstrator(&DemonstratorKnobs::new(), 1).unwrap();
+    let mut reference = math.solver(1);
+    let got = episodes(&*math, demonstrator.as_mut(), 0, 10).await;
+    assert_eq!(got, episodes(&*math, reference.as_mut(), 0, 10).await);
+    let err = config_error(math.demonstrator(&demo_knobs(), 1));
     assert!(
-        err.contains("`maze`") && err.contains("demonstrator knob `"),
+        err.contains("`math-reasoning`") && err.contains("demonstrator knob `"),
         "{err}"
     );
 }
@@ -132,7 +132,8 @@ async fn a_mixture_uses_each_envs_own_demonstrator() {
     let arith: Arc<dyn EnvFactory> = Arc::new(ArithCalc::default());
     let maze = lookup("maze").unwrap();
     let mix = EnvMix::new(vec![(arith.clone(), 3.0), (maze.clone(), 1.0)]).unwrap();
-    assert_eq!(mix.demonstrator_knobs().len(), 3);
+    // arith-calc's three knobs and maze's `beeline_prob`.
+    assert_eq!(mix.demonstrator_knobs().len(), 4);
     // Each env gets the knobs it declares: arith-calc's are not maze's business.
     let mut tuned = mix.demonstrator(&demo_knobs(), 0).unwrap();
     let played = episodes(&mix, tuned.as_mut(), 0, 100).await;
@@ -169,4 +170,47 @@ async fn a_mixture_uses_each_envs_own_demonstrator() {
         episodes(&alone, mixed.as_mut(), 0, 100).await,
         episodes(&*arith, own.as_mut(), 0, 100).await
     );
+}
+
+#[tokio::test]
+async fn a_mixture_takes_per_env_knob_tables() {
+    let arith: Arc<dyn EnvFactory> = Arc::new(ArithCalc::default());
+    let maze = lookup("maze").unwrap();
+    let mix = EnvMix::new(vec![(arith.clone(), 1.0), (maze, 1.0)]).unwrap();
+    // `[sft.demonstrator.arith-calc]`: the table is arith-calc's own and wins over a shared knob.
+    let table = knobs(json!({
+        "copy_error_prob": 1.0,
+        "arith-calc": { "tool_prob_two_operands": 1.0, "tool_prob_three_operands": 1.0,
+                        "copy_error_prob": 0.0 },
+    }));
+    let mut tuned = mix.demonstrator(&table, 0).unwrap();
+    let played = episodes(&mix, tuned.as_mut(), 0, 40).await;
+    assert!(
+        played.iter().all(|e| e.success),
+        "the table's perfect knobs win"
+    );
+    let mut own = arith.demonstrator(&demo_knobs(), 3).unwrap();
+    let per_env = knobs(json!({ "arith-calc": demo_knobs() }));
+    let mut mixed = mix.demonstrator(&per_env, 3).unwrap();
+    let arith_tasks: Vec<u64> = (0..200)
+        .filter(|&i| mix.task(Split::Train, i).env_id == "arith-calc")
+        .collect();
+    for i in arith_tasks {
+        let task = mix.task(Split::Train, i);
+        let a = run_solver_episode(&mix, mixed.as_mut(), &task)
+            .await
+            .unwrap();
+        let b = run_solver_episode(&*arith, own.as_mut(), &task)
+            .await
+            .unwrap();
+        assert_eq!(a, b, "task {i}");
+    }
+    // A bad knob inside an env's table is that env's error; a table that is not one is too.
+    let err = config_error(mix.demonstrator(&knobs(json!({"arith-calc": {"nope": 1}})), 0));
+    assert!(
+        err.contains("arith-calc") && err.contains("`nope`"),
+        "{err}"
+    );
+    let err = config_error(mix.demonstrator(&knobs(json!({"maze": 0.5})), 0));
+    assert!(err.contains("`maze`") && err.contains("table"), "{err}");
 }

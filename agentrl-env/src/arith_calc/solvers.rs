@@ -6,7 +6,9 @@ use serde_json::json;
 use super::ARITH_CALC_ID;
 use super::problem::ArithProblem;
 use crate::answer;
-use crate::demonstrator::{DemonstratorKnobs, KnobDoc, probability_knob, reject_unknown_knobs};
+use crate::demonstrator::{
+    DemonstratorKnobs, KnobDoc, PerTaskChoice, probability_knob, reject_unknown_knobs,
+};
 use crate::factory::Solver;
 
 /// Id of the one calculator call the scripted agents make.
@@ -109,7 +111,7 @@ pub struct ArithDemonstrator {
     /// Source of all its random choices.
     pub rng: SeededRng,
     /// For the task in progress (by id): whether it chose to use the tool.
-    plan: Option<(String, bool)>,
+    plan: PerTaskChoice<bool>,
 }
 
 impl ArithDemonstrator {
@@ -125,7 +127,7 @@ impl ArithDemonstrator {
             tool_prob_three_operands,
             copy_error_prob,
             rng: SeededRng::new(seed),
-            plan: None,
+            plan: PerTaskChoice::default(),
         }
     }
 
@@ -146,20 +148,15 @@ impl ArithDemonstrator {
 
     /// Whether to use the tool on `problem`: decided on the first turn, remembered after.
     fn uses_tool(&mut self, task: &Task, problem: &ArithProblem, history: &[Message]) -> bool {
-        let first_turn = !history.iter().any(|m| m.role == Role::Assistant);
-        match &self.plan {
-            Some((id, decision)) if !first_turn && *id == task.id => *decision,
-            _ => {
-                let p = if problem.operands <= 2 {
-                    self.tool_prob_two_operands
-                } else {
-                    self.tool_prob_three_operands
-                };
-                let decision = self.rng.chance(p);
-                self.plan = Some((task.id.clone(), decision));
-                decision
-            }
-        }
+        self.plan.decide(task, history, || {
+            let p = if problem.operands <= 2 {
+                self.tool_prob_two_operands
+            } else {
+                self.tool_prob_three_operands
+            };
+            let decision = self.rng.chance(p);
+            decision
+        })
     }
 }
 

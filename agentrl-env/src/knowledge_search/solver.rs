@@ -19,10 +19,31 @@ pub struct KnowledgeExpert;
 
 impl Solver for KnowledgeExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let question = match Question::from_task(task) {
-            Ok(q) => q,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
-        };
+        match Question::from_task(task) {
+            Ok(question) => next_action(&question, &Progress::of(&question, history), history),
+            Err(e) => unreadable_task(&e),
+        }
+    }
+}
+
+/// The reply of a solver that cannot read its task.
+pub(super) fn unreadable_task(error: &agentrl_core::Error) -> Message {
+    Message::assistant(format!("I cannot read this task: {error}"))
+}
+
+/// How far the search results in a history have taken a question's chain of relations.
+pub(super) struct Progress {
+    /// Number of facts read so far.
+    pub hop: usize,
+    /// The entity the last fact led to (the question's start before the first).
+    pub subject: String,
+    /// Searches made since the last fact was read.
+    pub tries: usize,
+}
+
+impl Progress {
+    /// The progress on `question` after the tool results in `history`.
+    pub fn of(question: &Question, history: &[Message]) -> Progress {
         let (mut hop, mut subject, mut tries) = (0, question.start.clone(), 0);
         for result in history.iter().filter(|m| m.role == Role::Tool) {
             let Some(&relation) = question.relations.get(hop) else {
@@ -33,20 +54,40 @@ impl Solver for KnowledgeExpert {
                 None => tries += 1,
             }
         }
-        let Some(&relation) = question.relations.get(hop) else {
-            return Message::assistant(subject);
-        };
-        if tries >= TRIES_PER_HOP {
-            return Message::assistant("I could not find the answer.");
+        Progress {
+            hop,
+            subject,
+            tries,
         }
-        let (query, limit) = query_for(relation, &subject, tries);
-        let call = ToolCall::new(
-            format!("call_{}", history.len()),
-            Search::NAME,
-            &json!({ "query": query, "limit": limit }),
-        );
-        Message::assistant_tool_calls(None, vec![call])
     }
+}
+
+/// The expert's action on `question` at `progress`: the answer once every fact is read, a
+/// search for the next one, or giving up after [`TRIES_PER_HOP`] fruitless searches.
+pub(super) fn next_action(
+    question: &Question,
+    progress: &Progress,
+    history: &[Message],
+) -> Message {
+    let Progress {
+        hop,
+        subject,
+        tries,
+    } = progress;
+    let (hop, tries) = (*hop, *tries);
+    let Some(&relation) = question.relations.get(hop) else {
+        return Message::assistant(subject.as_str());
+    };
+    if tries >= TRIES_PER_HOP {
+        return Message::assistant("I could not find the answer.");
+    }
+    let (query, limit) = query_for(relation, subject, tries);
+    let call = ToolCall::new(
+        format!("call_{}", history.len()),
+        Search::NAME,
+        &json!({ "query": query, "limit": limit }),
+    );
+    Message::assistant_tool_calls(None, vec![call])
 }
 
 /// The query (and result count) of try `attempt` for `relation` of `subject`: first the name

@@ -57,12 +57,17 @@ fn aggregate_value(text: &str) -> Option<i64> {
 }
 
 /// The next action for `job` after `step` tool answers, the last being `last`; `None` when
-/// the answer it needs cannot be read.
-fn next(job: &Job, step: usize, last: &str) -> Option<Message> {
+/// the answer it needs cannot be read. With `off_by_one`, every row it works out for itself
+/// (an item's row to write, the last row of a total) is one too small, as if the header row
+/// did not count.
+pub(super) fn next(job: &Job, step: usize, last: &str, off_by_one: bool) -> Option<Message> {
     let rows = found_rows(last);
     let first = rows.first();
-    let write =
-        |row: u32, value: i64| json!({"op": "write", "cell": format!("C{row}"), "value": value});
+    let shift = |row: u32| row.saturating_sub(u32::from(off_by_one));
+    let write = |row: u32, value: i64| {
+        let cell = format!("C{}", shift(row));
+        json!({"op": "write", "cell": cell, "value": value})
+    };
     let args = match (job, step) {
         (Job::LookUp { item, .. } | Job::SetStock { item, .. } | Job::Restock { item, .. }, 0) => {
             json!({"op": "lookup", "column": "Item", "value": item})
@@ -86,7 +91,7 @@ fn next(job: &Job, step: usize, last: &str) -> Option<Message> {
         (Job::SetStock { stock, .. }, 1) => write(first?.0, *stock),
         (Job::Restock { received, .. }, 1) => write(first?.0, number_in(first?, "C")? + received),
         (Job::WriteTotal { .. }, 1) => {
-            let range = format!("C2:C{}", last_row(last)?);
+            let range = format!("C2:C{}", shift(last_row(last)?));
             json!({"op": "aggregate", "range": range, "function": "sum"})
         }
         (Job::WriteTotal { cell }, 2) => {
@@ -98,19 +103,29 @@ fn next(job: &Job, step: usize, last: &str) -> Option<Message> {
     Some(call(step, args))
 }
 
+/// The next action of the scripted agents for `job` after the tool answers in `history`;
+/// with `off_by_one`, see [`next`].
+pub(super) fn next_after(job: &Job, history: &[Message], off_by_one: bool) -> Message {
+    let results: Vec<&str> = history
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(Message::text)
+        .collect();
+    let last = results.last().copied().unwrap_or("");
+    next(job, results.len(), last, off_by_one)
+        .unwrap_or_else(|| Message::assistant(format!("I could not finish: {last}")))
+}
+
+/// The reply of a solver that cannot read its task.
+pub(super) fn unreadable_task(error: &agentrl_core::Error) -> Message {
+    Message::assistant(format!("I cannot read this task: {error}"))
+}
+
 impl Solver for SpreadsheetExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let sheet_task = match SheetTask::from_task(task) {
-            Ok(t) => t,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
-        };
-        let results: Vec<&str> = history
-            .iter()
-            .filter(|m| m.role == Role::Tool)
-            .map(Message::text)
-            .collect();
-        let last = results.last().copied().unwrap_or("");
-        next(&sheet_task.job, results.len(), last)
-            .unwrap_or_else(|| Message::assistant(format!("I could not finish: {last}")))
+        match SheetTask::from_task(task) {
+            Ok(sheet_task) => next_after(&sheet_task.job, history, false),
+            Err(e) => unreadable_task(&e),
+        }
     }
 }
