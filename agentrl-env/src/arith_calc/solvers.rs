@@ -154,8 +154,7 @@ impl ArithDemonstrator {
             } else {
                 self.tool_prob_three_operands
             };
-            let decision = self.rng.chance(p);
-            decision
+            self.rng.chance(p)
         })
     }
 }

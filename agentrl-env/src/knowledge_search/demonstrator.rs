@@ -101,14 +101,13 @@ impl KnowledgeDemonstrator {
     /// The habit on `task`: decided on the first turn, remembered after.
     fn habit(&mut self, task: &Task, question: &Question, history: &[Message]) -> Habit {
         self.plan.decide(task, history, || {
-            let habit = if self.rng.chance(self.no_search_prob) {
+            if self.rng.chance(self.no_search_prob) {
                 Habit::NoSearch
             } else if question.hops() > 1 && self.rng.chance(self.first_hop_answer_prob) {
                 Habit::FirstHop
             } else {
                 Habit::None
-            };
-            habit
+            }
         })
     }
 

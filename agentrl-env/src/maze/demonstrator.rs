@@ -60,10 +60,8 @@ impl MazeDemonstrator {
 
     /// Whether to make a beeline on `task`: decided on the first turn, remembered after.
     fn makes_beeline(&mut self, task: &Task, history: &[Message]) -> bool {
-        self.plan.decide(task, history, || {
-            let beeline = self.rng.chance(self.beeline_prob);
-            beeline
-        })
+        self.plan
+            .decide(task, history, || self.rng.chance(self.beeline_prob))
     }
 }
 

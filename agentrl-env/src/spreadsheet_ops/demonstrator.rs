@@ -87,8 +87,7 @@ impl SpreadsheetDemonstrator {
                 }
                 Job::AddItem { .. } => 0.0,
             };
-            let habit = self.rng.chance(p);
-            habit
+            self.rng.chance(p)
         })
     }
 }

@@ -89,14 +89,13 @@ impl SqlDemonstrator {
     /// The habit on `task`: decided on the first turn, remembered after.
     fn habit(&mut self, task: &Task, question: &Question, history: &[Message]) -> Habit {
         self.plan.decide(task, history, || {
-            let habit = if self.rng.chance(self.no_query_prob) {
+            if self.rng.chance(self.no_query_prob) {
                 Habit::NoQuery
             } else if counting_sql(question).is_some() && self.rng.chance(self.count_rows_prob) {
                 Habit::CountRows
             } else {
                 Habit::None
-            };
-            habit
+            }
         })
     }
 }

@@ -85,8 +85,7 @@ impl AdventureDemonstrator {
                 Goal::PutInChest { .. } => self.skip_open_prob,
                 Goal::Bring { .. } => self.keep_item_prob,
             };
-            let habit = self.rng.chance(p);
-            habit
+            self.rng.chance(p)
         })
     }
 }
