@@ -79,6 +79,7 @@ fn grpo_update(c: &mut Criterion) {
         kl_coef: 0.0,
         temperature: 1.0,
         grad_clip: 1.0,
+        ..GrpoParams::default()
     };
     let mut g = c.benchmark_group("learner");
     g.sample_size(10);

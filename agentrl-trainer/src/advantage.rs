@@ -1,6 +1,6 @@
-//! Advantage estimation: group baselines (GRPO and its relatives Dr. GRPO and RLOO), per-task
-//! normalisation (AgentRL), and per-token generalised advantage estimation against a learned
-//! critic (PPO).
+//! Advantage estimation: group baselines (GRPO and its relatives Dr. GRPO and RLOO), the
+//! global batch baseline of REINFORCE++, per-task normalisation (AgentRL), and per-token
+//! generalised advantage estimation against a learned critic (PPO).
 
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 const EPS: f64 = 1e-6;
 
 /// How a rollout's advantage is computed from the rewards of its group (the rollouts of one
-/// task).
+/// task), of the whole batch, or per token from a critic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdvantageEstimator {
@@ -22,6 +22,9 @@ pub enum AdvantageEstimator {
     DrGrpo,
     /// RLOO: `r` minus the mean of the *other* rollouts of the group (an unbiased baseline).
     Rloo,
+    /// REINFORCE++: `(r - mean) / std` over the whole batch (one global baseline, not per
+    /// group), so a group whose rewards are all equal still gets a signal.
+    ReinforcePp,
     /// PPO: per-token generalised advantage estimation ([`gae`]) against a learned critic
     /// ([`crate::critic::Critic`]); no group is needed.
     Gae,
@@ -33,11 +36,21 @@ impl AdvantageEstimator {
     pub fn needs_critic(self) -> bool {
         self == AdvantageEstimator::Gae
     }
+
+    /// Whether advantages are relative to the other rollouts of the same task, so a group needs
+    /// at least two (`grpo`, `dr_grpo`, `rloo`).
+    pub fn needs_group(self) -> bool {
+        matches!(
+            self,
+            AdvantageEstimator::Grpo | AdvantageEstimator::DrGrpo | AdvantageEstimator::Rloo
+        )
+    }
 }
 
 /// Advantages of `rewards` under `estimator`, groups given by `groups` (one id per reward). A
 /// group whose rewards are all equal gets zeros under every group estimator;
-/// [`AdvantageEstimator::Gae`] has no group baseline and returns the rewards unchanged (its
+/// [`AdvantageEstimator::ReinforcePp`] ignores the groups and whitens over the whole batch
+/// ([`batch_whitened`]); [`AdvantageEstimator::Gae`] has no group baseline and returns the rewards unchanged (its
 /// per-token advantages come from [`gae`]).
 pub fn advantages(
     estimator: AdvantageEstimator,
@@ -46,6 +59,7 @@ pub fn advantages(
 ) -> Array1<f64> {
     match estimator {
         AdvantageEstimator::Grpo => return group_advantages(rewards, groups),
+        AdvantageEstimator::ReinforcePp => return batch_whitened(rewards),
         AdvantageEstimator::Gae => return rewards.clone(),
         AdvantageEstimator::DrGrpo | AdvantageEstimator::Rloo => {}
     }
@@ -84,6 +98,18 @@ pub fn group_advantages(rewards: &Array1<f64>, groups: &[u64]) -> Array1<f64> {
         }
     }
     adv
+}
+
+/// REINFORCE++ advantages: each reward minus the mean of the whole batch, divided by the
+/// batch's standard deviation (plus a small epsilon). A batch whose rewards are all equal gets
+/// zeros.
+pub fn batch_whitened(rewards: &Array1<f64>) -> Array1<f64> {
+    let mean = rewards.mean().unwrap_or(0.0);
+    let std = rewards.std(0.0);
+    if std < EPS {
+        return Array1::zeros(rewards.len());
+    }
+    rewards.mapv(|r| (r - mean) / (std + EPS))
 }
 
 /// Task advantage normalisation: within each task (env id), rescales the non-zero advantages
@@ -213,6 +239,33 @@ mod tests {
         }
         let grpo = advantages(AdvantageEstimator::Grpo, &r, &g);
         assert_eq!(grpo, group_advantages(&r, &g));
+    }
+
+    #[test]
+    fn reinforce_pp_whitens_over_the_whole_batch() {
+        // Rewards 1, 0, 0, 0 | 0.5, 0.5 in two groups; the batch mean is 2 / 6 = 1/3.
+        // Deviations 2/3, -1/3, -1/3, -1/3, 1/6, 1/6; their squares 4/9, 1/9 × 3, 1/36 × 2
+        // sum to 7/9 + 1/18 = 15/18, so the (population) variance is 15/108 = 5/36 and
+        // std = sqrt(5)/6 = 0.372678. Advantages: (2/3)/0.372678 = 1.788854,
+        // (-1/3)/0.372678 = -0.894427, (1/6)/0.372678 = 0.447214.
+        let r = array![1.0, 0.0, 0.0, 0.0, 0.5, 0.5];
+        let g = [1, 1, 1, 1, 2, 2];
+        let a = advantages(AdvantageEstimator::ReinforcePp, &r, &g);
+        let want = [
+            1.788854, -0.894427, -0.894427, -0.894427, 0.447214, 0.447214,
+        ];
+        for (got, want) in a.iter().zip(want) {
+            assert!((got - want).abs() < 1e-5, "{a:?}");
+        }
+        // Unlike the group estimators, the equal-reward group 2 is not zeroed, and the groups
+        // do not matter.
+        assert_eq!(a, advantages(AdvantageEstimator::ReinforcePp, &r, &[0; 6]));
+        assert_ne!(a, group_advantages(&r, &g));
+        // A batch of equal rewards carries no signal.
+        let flat = advantages(AdvantageEstimator::ReinforcePp, &array![0.3, 0.3], &[1, 2]);
+        assert_eq!(flat, array![0.0, 0.0]);
+        assert!(!AdvantageEstimator::ReinforcePp.needs_group());
+        assert!(AdvantageEstimator::Rloo.needs_group());
     }
 
     #[test]

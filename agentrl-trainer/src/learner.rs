@@ -12,6 +12,10 @@ use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
 pub use crate::batch::{PackedBatch, pack};
 use crate::batch::{pack_chunks, trained_tokens};
+use crate::loss::{
+    DEFAULT_LOSS_AGG_NORM, KlEstimator, KlMode, LossAgg, Normalisers, aggregate, clipped_surrogate,
+    clipped_tokens, kl_per_token, trained_sequences,
+};
 pub use crate::model_spec::ModelSpec;
 use agentrl_policy::checkpoint;
 
@@ -20,7 +24,8 @@ use agentrl_policy::checkpoint;
 pub struct UpdateStats {
     /// Loss value.
     pub loss: f64,
-    /// Mean k3 KL to the reference (0 when disabled).
+    /// Mean per-token KL to the reference under the configured estimator (0 when disabled or
+    /// when the KL is a reward penalty).
     pub kl: f64,
     /// Share of tokens whose ratio was clipped.
     pub clip_fraction: f64,
@@ -42,17 +47,67 @@ pub enum Advantages<'a> {
     PerToken(&'a [Vec<f32>]),
 }
 
-/// GRPO hyper-parameters used by [`Learner::grpo_step`].
-#[derive(Debug, Clone, Copy)]
+/// Hyper-parameters of a policy-gradient step ([`Learner::grpo_step`], [`Learner::policy_step`]),
+/// built from `[rl]`; [`GrpoParams::default`] is `[rl]`'s defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GrpoParams {
-    /// Clip range of the ratio.
+    /// Clip range of the ratio (both sides unless `clip_low`/`clip_high` say otherwise).
     pub clip_eps: f64,
-    /// k3 KL weight (0: no reference forward).
+    /// Lower clip range: the ratio is clipped below at `1 - clip_low` (None: `clip_eps`).
+    pub clip_low: Option<f64>,
+    /// Upper clip range (DAPO's clip-higher): clipped above at `1 + clip_high` (None:
+    /// `clip_eps`).
+    pub clip_high: Option<f64>,
+    /// Dual clip: where the advantage is negative, the per-token loss is at most `c·|A|`
+    /// (None: off).
+    pub dual_clip: Option<f64>,
+    /// How per-token losses are reduced to the batch's loss.
+    pub loss_agg: LossAgg,
+    /// The constant dividing each sequence's token sum under
+    /// [`LossAgg::SeqMeanTokenSumNorm`].
+    pub loss_agg_norm: f64,
+    /// Weight of the entropy bonus (aggregated like the loss; 0: none).
+    pub entropy_coef: f64,
+    /// KL weight (0: no reference forward).
     pub kl_coef: f64,
+    /// Which per-token KL estimator.
+    pub kl_estimator: KlEstimator,
+    /// Whether the KL is a loss term (here) or a reward penalty (the caller's, through
+    /// [`Learner::kl_penalties`]; then the step adds no KL).
+    pub kl_mode: KlMode,
     /// Sampling temperature the logprobs were taken at.
     pub temperature: f64,
     /// Max gradient norm.
     pub grad_clip: f64,
+}
+
+impl Default for GrpoParams {
+    fn default() -> Self {
+        GrpoParams {
+            clip_eps: 0.2,
+            clip_low: None,
+            clip_high: None,
+            dual_clip: None,
+            loss_agg: LossAgg::TokenMean,
+            loss_agg_norm: DEFAULT_LOSS_AGG_NORM,
+            entropy_coef: 0.0,
+            kl_coef: 0.0,
+            kl_estimator: KlEstimator::K3,
+            kl_mode: KlMode::Loss,
+            temperature: 1.0,
+            grad_clip: 1.0,
+        }
+    }
+}
+
+impl GrpoParams {
+    /// The ratio's clip ranges `(low, high)`: clipped to `[1 - low, 1 + high]`.
+    pub fn clip_range(&self) -> (f64, f64) {
+        (
+            self.clip_low.unwrap_or(self.clip_eps),
+            self.clip_high.unwrap_or(self.clip_eps),
+        )
+    }
 }
 
 /// The trainable model with its optimiser and (optionally) a frozen reference copy. The model
@@ -235,9 +290,11 @@ impl Learner {
         self.policy_step(batch, Advantages::PerTrajectory(advantages), p)
     }
 
-    /// One policy-gradient step: token-level clipped surrogate over policy tokens, ratio
-    /// against the rollout logprobs, optional k3 KL to the reference. `advantages` aligns with
-    /// `batch`.
+    /// One policy-gradient step: the clipped surrogate over policy tokens (ratio against the
+    /// rollout logprobs, asymmetric and dual clip), aggregated as `p.loss_agg` says, minus the
+    /// entropy bonus, plus the KL to the reference when `p.kl_mode` is [`KlMode::Loss`].
+    /// `advantages` aligns with `batch`. The statistics' KL, entropy and clip fraction are
+    /// token means whatever the aggregation.
     pub fn policy_step(
         &mut self,
         batch: &[&Trajectory],
@@ -245,6 +302,16 @@ impl Learner {
         p: GrpoParams,
     ) -> UpdateStats {
         let (chunks, denom) = self.packed_chunks(batch);
+        let norms = Normalisers {
+            tokens: denom,
+            sequences: chunks
+                .iter()
+                .map(|(_, packed)| trained_sequences(&packed.mask))
+                .sum::<usize>()
+                .max(1) as f64,
+            norm: p.loss_agg_norm,
+        };
+        let (clip_low, clip_high) = p.clip_range();
         self.opt.zero_grad();
         let mut stats = UpdateStats::default();
         for (first, packed) in &chunks {
@@ -260,7 +327,7 @@ impl Learner {
                     Tensor::from_slice(&adv).view([-1, 1]).to(self.device)
                 }
                 Advantages::PerToken(all) => crate::batch::padded(
-                    &all[*first..(*first + rows).min(all.len())],
+                    &all[(*first).min(all.len())..(*first + rows).min(all.len())],
                     packed.mask.size()[1],
                     self.device,
                 ),
@@ -268,24 +335,30 @@ impl Learner {
             let (logp, entropy) = self.model.token_logprobs(&packed.ids, p.temperature);
             let mask = &packed.mask;
             let ratio = (&logp - &packed.old_logprobs).exp();
-            let surr1 = &ratio * &adv;
-            let surr2 = ratio.clamp(1.0 - p.clip_eps, 1.0 + p.clip_eps) * &adv;
-            let pg = -surr1.minimum(&surr2);
-            let mut loss = (&pg * mask).sum(Kind::Float) / denom;
-            if p.kl_coef > 0.0
+            let pg = clipped_surrogate(&ratio, &adv, clip_low, clip_high, p.dual_clip);
+            let mut loss = aggregate(&pg, mask, p.loss_agg, &norms);
+            if p.entropy_coef != 0.0 {
+                loss = &loss - aggregate(&entropy, mask, p.loss_agg, &norms) * p.entropy_coef;
+            }
+            if p.kl_mode == KlMode::Loss
+                && p.kl_coef > 0.0
                 && let Some((_, reference)) = &self.reference
             {
                 let ref_logp =
                     tch::no_grad(|| reference.token_logprobs(&packed.ids, p.temperature).0);
-                let d = &ref_logp - &logp;
-                let k3 = d.exp() - &d - 1.0;
-                let kl = (&k3 * mask).sum(Kind::Float) / denom;
-                stats.kl += kl.double_value(&[]);
+                let kl_tokens = kl_per_token(&logp, &ref_logp, p.kl_estimator);
+                let kl = aggregate(&kl_tokens, mask, p.loss_agg, &norms);
+                stats.kl += if p.loss_agg == LossAgg::TokenMean {
+                    kl.double_value(&[])
+                } else {
+                    tch::no_grad(|| aggregate(&kl_tokens, mask, LossAgg::TokenMean, &norms))
+                        .double_value(&[])
+                };
                 loss = &loss + kl * p.kl_coef;
             }
             loss.backward();
             tch::no_grad(|| {
-                let c = (&ratio - 1.0).abs().gt(p.clip_eps).to_kind(Kind::Float);
+                let c = clipped_tokens(&ratio, clip_low, clip_high);
                 stats.clip_fraction += ((c * mask).sum(Kind::Float) / denom).double_value(&[]);
                 stats.entropy += ((entropy * mask).sum(Kind::Float) / denom).double_value(&[]);
             });
@@ -294,6 +367,35 @@ impl Learner {
         }
         stats.grad_norm = self.finish_step(p.grad_clip);
         stats
+    }
+
+    /// Each trajectory's KL to the frozen reference, summed over its policy tokens under
+    /// `estimator` with logprobs at `temperature` (no gradients): the per-trajectory penalty
+    /// of `kl_mode = "reward"` (the caller subtracts `kl_coef` times it from the reward before
+    /// computing advantages). All zeros when no reference is frozen.
+    pub fn kl_penalties(
+        &self,
+        batch: &[&Trajectory],
+        estimator: KlEstimator,
+        temperature: f64,
+    ) -> Vec<f64> {
+        let mut out = vec![0.0; batch.len()];
+        let Some((_, reference)) = &self.reference else {
+            return out;
+        };
+        tch::no_grad(|| {
+            for (first, packed) in pack_chunks(batch, self.micro_batch, self.device) {
+                let logp = self.model.token_logprobs(&packed.ids, temperature).0;
+                let ref_logp = reference.token_logprobs(&packed.ids, temperature).0;
+                let per_row = (kl_per_token(&logp, &ref_logp, estimator) * &packed.mask)
+                    .sum_dim_intlist(1, false, Kind::Double);
+                let rows = per_row.size().first().copied().unwrap_or(0) as usize;
+                for (row, slot) in out.iter_mut().skip(first).take(rows).enumerate() {
+                    *slot = per_row.double_value(&[row as i64]);
+                }
+            }
+        });
+        out
     }
 }
 

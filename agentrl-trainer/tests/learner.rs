@@ -93,6 +93,7 @@ fn grpo_raises_rewarded_and_lowers_penalised_sequences() {
         kl_coef: 0.01,
         temperature: 1.0,
         grad_clip: 1.0,
+        ..GrpoParams::default()
     };
     let mut stats = Default::default();
     for _ in 0..5 {
@@ -153,6 +154,7 @@ fn per_token_advantages_equal_to_the_trajectory_one_give_the_same_step() {
         kl_coef: 0.0,
         temperature: 1.0,
         grad_clip: 100.0,
+        ..GrpoParams::default()
     };
     let mut per_traj = seeded_learner(21, 1e-2);
     let mut per_token = seeded_learner(21, 1e-2);

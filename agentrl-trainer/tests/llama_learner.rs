@@ -159,6 +159,7 @@ fn lora_grpo_steps_follow_the_advantages_and_reduce_the_loss() {
         kl_coef: 0.0,
         temperature: 1.0,
         grad_clip: 1.0,
+        ..GrpoParams::default()
     };
     let first = learner.grpo_step(&[&good, &bad], &[1.0, -1.0], p);
     let mut last = first.clone();
