@@ -63,9 +63,15 @@ pub struct EvalArgs {
     /// Run directory for the metrics record.
     #[arg(long, default_value = "runs/eval")]
     pub run_dir: PathBuf,
-    /// Number of test tasks (default: the config's).
+    /// Number of test tasks per env (default: the config's).
     #[arg(long)]
     pub tasks: Option<usize>,
+    /// Episodes per task, for pass@k (default: the config's `[eval] samples`, 1).
+    #[arg(long)]
+    pub samples: Option<usize>,
+    /// Sampling temperature (default: the config's `[eval] temperature`, greedy).
+    #[arg(long)]
+    pub temperature: Option<f32>,
 }
 
 /// `agentrl demo`: SFT, evaluation, RL, evaluation.
@@ -137,9 +143,18 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
     if let Some(n) = args.tasks {
         cfg.eval.tasks = n;
     }
+    if let Some(k) = args.samples {
+        cfg.eval.samples = k;
+    }
+    if let Some(t) = args.temperature {
+        cfg.eval.sampling.temperature = t;
+    }
+    cfg.validate()
+        .map_err(|e| Error::Config(format!("eval options: {e}")))?;
     let run = Run::new(cfg, &args.run_dir)?;
     let learner = run.learner(run.config.rl.lr, Some(&args.checkpoint))?;
     let report = run.evaluate(&learner, "eval", 0).await?;
+    println!("{}", report.markdown_table());
     println!(
         "{}",
         serde_json::to_string_pretty(&report).map_err(|e| Error::json("report", e))?
@@ -161,6 +176,14 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
         summary.eval_tasks,
         summary.wall_seconds
     );
+    if summary.per_task.len() > 1 {
+        for (env, change) in &summary.per_task {
+            println!(
+                "  {env}: {:.3} -> {:.3} ({:+.3})",
+                change.before_rl, change.after_rl, change.change
+            );
+        }
+    }
     println!("summary: {}", args.run_dir.join("summary.json").display());
     Ok(())
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::advantage::AdvantageEstimator;
 pub use crate::envs::{EnvConfig, EnvSource};
+use crate::loss::{DEFAULT_LOSS_AGG_NORM, KlEstimator, KlMode, LossAgg};
 
 /// A whole run: env, model, SFT warm start, RL, pipeline, evaluation and reward.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -290,7 +291,9 @@ pub struct SftConfig {
 /// In TOML the sampling and advantage settings are flat keys of `[rl]` (`temperature`,
 /// `top_p`, `top_k`, `max_new_tokens`; `advantage`, `task_normalization`, and for
 /// `advantage = "gae"` also `gae_lambda`, `gamma`, `critic_lr`, `value_clip`); a key of another
-/// estimator is an error naming it.
+/// estimator is an error naming it. The policy loss's options (`clip_low`, `clip_high`,
+/// `dual_clip`, `loss_agg`, `loss_agg_norm`, `entropy_coef`, `kl_estimator`, `kl_mode`) are
+/// flat keys too; their defaults are the plain token-mean PPO surrogate with a k3 KL loss.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RlTable", into = "RlTable")]
 pub struct RlConfig {
@@ -302,10 +305,39 @@ pub struct RlConfig {
     pub group_size: usize,
     /// Learning rate.
     pub lr: f64,
-    /// PPO clip range of the importance ratio.
+    /// PPO clip range of the importance ratio (default 0.2); the default of both
+    /// `clip_low` and `clip_high`.
     pub clip_eps: f64,
-    /// Weight of the k3 KL penalty to the frozen reference (0 disables it).
+    /// Lower clip range: the ratio is clipped below at `1 - clip_low`, in (0, 1]
+    /// (default: `clip_eps`).
+    pub clip_low: Option<f64>,
+    /// Upper clip range: the ratio is clipped above at `1 + clip_high`, > 0 (default:
+    /// `clip_eps`); DAPO's "clip-higher" sets it above `clip_low` (e.g. 0.28 with 0.2).
+    pub clip_high: Option<f64>,
+    /// Dual clip `c` > 1: where the advantage is negative, a token's loss is at most
+    /// `c·|A|` however large its ratio (default: off).
+    pub dual_clip: Option<f64>,
+    /// How per-token losses become the batch's loss: `"token-mean"` (default: sum over the
+    /// batch's trained tokens / their count), `"seq-mean-token-mean"` (each sequence's token
+    /// mean, then the mean over sequences) or `"seq-mean-token-sum-norm"` (Dr. GRPO: each
+    /// sequence's token sum / `loss_agg_norm`, then the mean over sequences).
+    pub loss_agg: LossAgg,
+    /// The constant dividing each sequence's token sum under
+    /// `loss_agg = "seq-mean-token-sum-norm"`, > 0 (default 1024; a natural choice is the
+    /// most policy tokens an episode can have).
+    pub loss_agg_norm: f64,
+    /// Weight of the entropy bonus, >= 0: the policy tokens' entropy, aggregated like the
+    /// loss, is subtracted from it (default 0: none).
+    pub entropy_coef: f64,
+    /// Weight of the KL penalty to the frozen reference (0 disables it).
     pub kl_coef: f64,
+    /// The per-token KL estimator, with `d = ref_logp - logp`: `"k1"` (`-d`), `"k2"` (`d²/2`)
+    /// or `"k3"` (default: `exp(d) - d - 1`).
+    pub kl_estimator: KlEstimator,
+    /// Where the KL goes: `"loss"` (default: `kl_coef` × the aggregated KL is added to the
+    /// loss) or `"reward"` (`kl_coef` × each trajectory's summed KL is subtracted from its
+    /// reward before advantages are computed).
+    pub kl_mode: KlMode,
     /// Max global gradient norm.
     pub grad_clip: f64,
     /// How rollouts sample (exploration): temperature (default 1), top-p (1), top-k (0: off)
@@ -320,7 +352,8 @@ pub struct RlConfig {
 /// An advantage estimator and its parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AdvantageConfig {
-    /// From the rewards of a group (the rollouts of one task): `grpo`, `dr_grpo` or `rloo`.
+    /// From the rewards of a group (the rollouts of one task): `grpo`, `dr_grpo` or `rloo`;
+    /// or of the whole batch: `reinforce_pp` (REINFORCE++'s global whitening).
     Group {
         /// Which group baseline.
         estimator: AdvantageEstimator,
@@ -406,8 +439,24 @@ struct RlTable {
     lr: f64,
     #[serde(default = "default_clip")]
     clip_eps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clip_low: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clip_high: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dual_clip: Option<f64>,
+    #[serde(default)]
+    loss_agg: LossAgg,
+    #[serde(default = "default_loss_agg_norm")]
+    loss_agg_norm: f64,
+    #[serde(default)]
+    entropy_coef: f64,
     #[serde(default)]
     kl_coef: f64,
+    #[serde(default)]
+    kl_estimator: KlEstimator,
+    #[serde(default)]
+    kl_mode: KlMode,
     #[serde(default = "default_grad_clip")]
     grad_clip: f64,
     #[serde(default = "default_temperature")]
@@ -442,8 +491,8 @@ impl TryFrom<RlTable> for RlConfig {
             if t.task_normalization.is_some() {
                 return Err(
                     "rl.task_normalization applies to the group estimators (grpo, \
-                            dr_grpo, rloo); advantage = \"gae\" whitens its token advantages \
-                            over the batch"
+                            dr_grpo, rloo, reinforce_pp); advantage = \"gae\" whitens its \
+                            token advantages over the batch"
                         .into(),
                 );
             }
@@ -479,7 +528,15 @@ impl TryFrom<RlTable> for RlConfig {
             group_size: t.group_size,
             lr: t.lr,
             clip_eps: t.clip_eps,
+            clip_low: t.clip_low,
+            clip_high: t.clip_high,
+            dual_clip: t.dual_clip,
+            loss_agg: t.loss_agg,
+            loss_agg_norm: t.loss_agg_norm,
+            entropy_coef: t.entropy_coef,
             kl_coef: t.kl_coef,
+            kl_estimator: t.kl_estimator,
+            kl_mode: t.kl_mode,
             grad_clip: t.grad_clip,
             sampling: SamplingParams {
                 temperature: t.temperature,
@@ -509,7 +566,15 @@ impl From<RlConfig> for RlTable {
             group_size: c.group_size,
             lr: c.lr,
             clip_eps: c.clip_eps,
+            clip_low: c.clip_low,
+            clip_high: c.clip_high,
+            dual_clip: c.dual_clip,
+            loss_agg: c.loss_agg,
+            loss_agg_norm: c.loss_agg_norm,
+            entropy_coef: c.entropy_coef,
             kl_coef: c.kl_coef,
+            kl_estimator: c.kl_estimator,
+            kl_mode: c.kl_mode,
             grad_clip: c.grad_clip,
             temperature: c.sampling.temperature,
             top_p: c.sampling.top_p,
@@ -528,6 +593,9 @@ impl From<RlConfig> for RlTable {
 
 fn default_clip() -> f64 {
     0.2
+}
+fn default_loss_agg_norm() -> f64 {
+    DEFAULT_LOSS_AGG_NORM
 }
 fn default_grad_clip() -> f64 {
     1.0
@@ -582,15 +650,17 @@ impl Default for PipelineConfig {
 /// Held-out evaluation.
 ///
 /// In TOML: `tasks` and `max_new_tokens`, and optionally `temperature`, `top_p` and `top_k`
-/// (default: greedy, temperature 0).
+/// (default: greedy, temperature 0) and `samples` (episodes per task, for pass@k; default 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(from = "EvalTable", into = "EvalTable")]
 pub struct EvalConfig {
-    /// Number of test-split tasks.
+    /// Number of test-split tasks per env (each env of a mixture plays this many).
     pub tasks: usize,
     /// How evaluation samples (default: greedy, 48 tokens per turn); stop strings come from
     /// `[model] stop`.
     pub sampling: SamplingParams,
+    /// Episodes per task (k of pass@k; 1: one episode per task).
+    pub samples: usize,
 }
 
 impl Default for EvalConfig {
@@ -608,6 +678,7 @@ struct EvalTable {
     temperature: f32,
     top_p: f32,
     top_k: usize,
+    samples: usize,
 }
 
 impl Default for EvalTable {
@@ -618,6 +689,7 @@ impl Default for EvalTable {
             temperature: 0.0,
             top_p: 1.0,
             top_k: 0,
+            samples: 1,
         }
     }
 }
@@ -626,6 +698,7 @@ impl From<EvalTable> for EvalConfig {
     fn from(t: EvalTable) -> Self {
         EvalConfig {
             tasks: t.tasks,
+            samples: t.samples,
             sampling: SamplingParams {
                 temperature: t.temperature,
                 top_p: t.top_p,
@@ -644,6 +717,7 @@ impl From<EvalConfig> for EvalTable {
             temperature: c.sampling.temperature,
             top_p: c.sampling.top_p,
             top_k: c.sampling.top_k,
+            samples: c.samples,
         }
     }
 }
@@ -707,12 +781,16 @@ impl RunConfig {
                     return Err(format!("rl.value_clip must be > 0, got {}", gae.value_clip));
                 }
             }
-            None if rl.group_size < 2 => {
+            None if rl.group_size < 2 && rl.advantage.estimator().needs_group() => {
                 return Err(
                     "rl.group_size must be at least 2 (advantages are relative to the group; \
-                     advantage = \"gae\" learns a critic instead)"
+                     advantage = \"reinforce_pp\" uses the batch's baseline instead, and \
+                     \"gae\" learns a critic)"
                         .into(),
                 );
+            }
+            None if rl.group_size == 0 => {
+                return Err("rl.group_size must be at least 1".into());
             }
             None => {}
         }
@@ -734,8 +812,12 @@ impl RunConfig {
         if !(rl.clip_eps > 0.0 && rl.kl_coef >= 0.0 && rl.grad_clip > 0.0) {
             return Err("rl.clip_eps and rl.grad_clip must be > 0, rl.kl_coef >= 0".into());
         }
+        check_policy_loss(rl)?;
         check_sampling("rl", &rl.sampling)?;
         check_sampling("eval", &self.eval.sampling)?;
+        if self.eval.samples == 0 {
+            return Err("eval.samples must be at least 1 (episodes per task)".into());
+        }
         if let Some(i) = self.model.stop.iter().position(String::is_empty) {
             return Err(format!(
                 "model.stop[{i}] is an empty string (it would end every turn at once)"
@@ -768,6 +850,45 @@ impl RunConfig {
         }
         Ok(())
     }
+}
+
+/// Checks the policy loss's options of `[rl]` (clip ranges, dual clip, aggregation constant,
+/// entropy weight).
+fn check_policy_loss(rl: &RlConfig) -> std::result::Result<(), String> {
+    let low = rl.clip_low.unwrap_or(rl.clip_eps);
+    if !(low > 0.0 && low <= 1.0) {
+        let key = if rl.clip_low.is_some() {
+            "rl.clip_low"
+        } else {
+            "rl.clip_eps (the default of rl.clip_low)"
+        };
+        return Err(format!("{key} must be in (0, 1], got {low}"));
+    }
+    let high = rl.clip_high.unwrap_or(rl.clip_eps);
+    if !(high > 0.0 && high.is_finite()) {
+        return Err(format!("rl.clip_high must be > 0, got {high}"));
+    }
+    if let Some(c) = rl.dual_clip
+        && !(c > 1.0 && c.is_finite())
+    {
+        return Err(format!(
+            "rl.dual_clip must be > 1 (it bounds a negative-advantage token's loss at \
+             dual_clip × |A|), got {c}"
+        ));
+    }
+    if !(rl.loss_agg_norm > 0.0 && rl.loss_agg_norm.is_finite()) {
+        return Err(format!(
+            "rl.loss_agg_norm must be > 0, got {}",
+            rl.loss_agg_norm
+        ));
+    }
+    if !(rl.entropy_coef >= 0.0 && rl.entropy_coef.is_finite()) {
+        return Err(format!(
+            "rl.entropy_coef must be >= 0, got {}",
+            rl.entropy_coef
+        ));
+    }
+    Ok(())
 }
 
 /// Checks the sampling settings of `[section]`.

@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use agentrl_core::{Error, Result};
+use agentrl_core::{Error, Result, Split, Task};
 use agentrl_env::protocol::{ClientConfig, ProtocolClient, RemoteEnvFactory};
 use agentrl_env::{EnvFactory, EnvMix, TurnCapped, lookup};
 
@@ -155,6 +155,18 @@ pub fn env_factory(config: &EnvConfig) -> Result<Arc<dyn EnvFactory>> {
         .map(|s| Ok((source_factory(s)?, s.weight)))
         .collect::<Result<Vec<_>>>()?;
     Ok(Arc::new(EnvMix::new(parts)?))
+}
+
+/// The held-out tasks an evaluation plays: test tasks `0..n` of every env of the run, so each
+/// env of a mixture is measured on `n` tasks of its own (a mixture's task stream would give
+/// each env only its share).
+pub fn eval_tasks(config: &EnvConfig, n: usize) -> Result<Vec<Task>> {
+    let mut tasks = Vec::new();
+    for source in sources(config)? {
+        let factory = source_factory(&source)?;
+        tasks.extend((0..n as u64).map(|i| factory.task(Split::Test, i)));
+    }
+    Ok(tasks)
 }
 
 /// Asks every env server in `config` whether it serves its env, so a wrong address or env name

@@ -4,7 +4,8 @@
 //! policy ([`rollout`]), behaviour cloning from demonstrations ([`demos`], [`learner`]), GRPO with
 //! group advantages and task normalisation ([`advantage`]), the fully asynchronous rollout → train
 //! pipeline with a staleness bound ([`pipeline`]), checkpoints, metrics, evaluation, plots
-//! ([`run`]), offline re-scoring of saved trajectories ([`rescore`]) and judge backends over
+//! ([`run`]), per-task statistics of episodes ([`task_stats`]), rendering a saved episode
+//! ([`show`]), offline re-scoring of saved trajectories ([`rescore`]) and judge backends over
 //! policies for LLM-judged rewards ([`judge`]). The run configuration is one TOML file
 //! ([`config`]); the `agentrl` binary's training subcommands are library functions in
 //! [`commands`], so its `main.rs` only parses arguments. The trainer knows no env by name: it
@@ -33,6 +34,7 @@ pub mod envs;
 pub mod eval;
 pub mod judge;
 pub mod learner;
+pub mod loss;
 pub mod metrics;
 pub mod model_spec;
 pub mod pipeline;
@@ -41,4 +43,6 @@ pub mod progress;
 pub mod rescore;
 pub mod rollout;
 pub mod run;
+pub mod show;
+pub mod task_stats;
 pub mod weight_sync;

@@ -28,6 +28,9 @@ enum Command {
     Eval(commands::EvalArgs),
     /// SFT warm start, evaluation, GRPO, evaluation; writes summary.json and a learning curve.
     Demo(commands::DemoArgs),
+    /// Renders one saved episode (roles, tool calls and results, reward breakdown, the policy
+    /// of each turn) from a trajectories JSONL file.
+    Show(agentrl_trainer::show::ShowArgs),
     /// Lists the envs (`env list`) or checks one (`env check ID [--tasks N]`).
     Env {
         #[command(subcommand)]
@@ -67,6 +70,7 @@ async fn run(command: Command) -> Result<()> {
         Command::Train(args) => commands::train(&args).await?,
         Command::Eval(args) => commands::eval(&args).await?,
         Command::Demo(args) => commands::demo(&args).await?,
+        Command::Show(args) => agentrl_trainer::show::show(&args, &mut std::io::stdout())?,
         Command::Env { command } => agentrl_env::cli::run_env_command(command).await?,
         Command::Reward(args) => commands::reward(&args).await?,
         Command::Tool { command } => {

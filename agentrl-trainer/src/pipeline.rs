@@ -20,8 +20,10 @@ use crate::advantage::{advantages, gae, normalize_per_task, whiten};
 use crate::config::RunConfig;
 use crate::critic::{Critic, CriticStats};
 use crate::learner::{Advantages, GrpoParams, Learner, UpdateStats};
+use crate::loss::KlMode;
 use crate::metrics::MetricsWriter;
 use crate::rollout::{RolloutContext, run_group};
+use crate::task_stats::{EpisodeStats, by_task, mean_std};
 use crate::weight_sync::WeightSync;
 use agentrl_policy::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
 
@@ -198,21 +200,61 @@ fn group_update(
     rewards: &Array1<f64>,
     cfg: &RunConfig,
     grpo: GrpoParams,
-) -> (UpdateStats, usize) {
+) -> (UpdateStats, usize, GroupAdvantages) {
     let rl = &cfg.rl;
     let group_ids: Vec<u64> = batch.iter().map(|t| t.group_id).collect();
     let mut adv = advantages(rl.advantage.estimator(), rewards, &group_ids);
+    let before = adv.to_vec();
     if rl.advantage.task_normalization() {
         let envs: Vec<&str> = batch.iter().map(|t| t.env_id.as_str()).collect();
         normalize_per_task(&mut adv, &envs);
     }
+    let advantages = GroupAdvantages {
+        before,
+        after: adv.to_vec(),
+    };
     let live: Vec<usize> = (0..batch.len()).filter(|&i| adv[i] != 0.0).collect();
     if live.is_empty() {
-        return (Default::default(), 0);
+        return (Default::default(), 0, advantages);
     }
     let trajs: Vec<&Trajectory> = live.iter().map(|&i| &batch[i]).collect();
     let a: Vec<f64> = live.iter().map(|&i| adv[i]).collect();
-    (learner.grpo_step(&trajs, &a, grpo), live.len())
+    (learner.grpo_step(&trajs, &a, grpo), live.len(), advantages)
+}
+
+/// The per-trajectory advantages of a group update, before and after task normalisation.
+#[derive(Debug, Default)]
+struct GroupAdvantages {
+    /// From the group baseline alone.
+    before: Vec<f64>,
+    /// As trained on (equal to `before` without task normalisation).
+    after: Vec<f64>,
+}
+
+/// `metrics.jsonl`'s `per_task` object of a step: each env's [`EpisodeStats`] and, for the
+/// group estimators, the mean and standard deviation of its advantages before and after task
+/// normalisation.
+fn per_task_record(
+    batch: &[Trajectory],
+    advantages: Option<&GroupAdvantages>,
+) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (env, stats) in by_task(batch) {
+        let mut record = serde_json::to_value(&stats).unwrap_or_default();
+        if let Some(adv) = advantages {
+            let rows: Vec<usize> = (0..batch.len())
+                .filter(|&i| batch[i].env_id == env)
+                .collect();
+            let (mean, std) = mean_std(&adv.before, &rows);
+            record["advantage_mean_before_norm"] = serde_json::json!(mean);
+            record["advantage_std_before_norm"] = serde_json::json!(std);
+            let (mean, std) = mean_std(&adv.after, &rows);
+            record["advantage_mean"] = serde_json::json!(mean);
+            record["advantage_std"] = serde_json::json!(std);
+        }
+        out.insert(env, record);
+    }
+    serde_json::Value::Object(out)
 }
 
 /// One PPO update: the critic's values, per-token GAE advantages (whitened over the batch),
@@ -273,7 +315,15 @@ fn learner_loop(
     let progress = crate::progress::bar(rl.steps.saturating_sub(start) as u64, "GRPO");
     let grpo = GrpoParams {
         clip_eps: rl.clip_eps,
+        clip_low: rl.clip_low,
+        clip_high: rl.clip_high,
+        dual_clip: rl.dual_clip,
+        loss_agg: rl.loss_agg,
+        loss_agg_norm: rl.loss_agg_norm,
+        entropy_coef: rl.entropy_coef,
         kl_coef: rl.kl_coef,
+        kl_estimator: rl.kl_estimator,
+        kl_mode: rl.kl_mode,
         temperature: rl.sampling.temperature as f64,
         grad_clip: rl.grad_clip,
     };
@@ -330,18 +380,34 @@ fn learner_loop(
             batch.extend(group.trajectories);
             groups += 1;
         }
+        // `kl_mode = "reward"`: the KL to the reference is a penalty on each trajectory's
+        // reward for the update only; metrics and samples keep the reward the run gave.
+        let raw_rewards: Vec<f64> = batch.iter().map(|t| t.reward).collect();
+        let mut kl_penalty_mean = None;
+        if rl.kl_mode == KlMode::Reward && rl.kl_coef > 0.0 {
+            let all: Vec<&Trajectory> = batch.iter().collect();
+            let kl = learner.kl_penalties(&all, rl.kl_estimator, grpo.temperature);
+            kl_penalty_mean = Some(kl.iter().sum::<f64>() / kl.len().max(1) as f64);
+            for (t, k) in batch.iter_mut().zip(kl) {
+                t.reward -= rl.kl_coef * k;
+            }
+        }
         let rewards: Array1<f64> = batch.iter().map(|t| t.reward).collect();
-        let (stats, critic_stats, trained) = match critic.as_mut() {
+        let (stats, critic_stats, trained, group_advantages) = match critic.as_mut() {
             Some(critic) => {
                 let (stats, critic_stats, trained) =
                     ppo_update(&mut learner, critic, &batch, &cfg, grpo)?;
-                (stats, Some(critic_stats), trained)
+                (stats, Some(critic_stats), trained, None)
             }
             None => {
-                let (stats, trained) = group_update(&mut learner, &batch, &rewards, &cfg, grpo);
-                (stats, None, trained)
+                let (stats, trained, adv) =
+                    group_update(&mut learner, &batch, &rewards, &cfg, grpo);
+                (stats, None, trained, Some(adv))
             }
         };
+        for (t, raw) in batch.iter_mut().zip(raw_rewards) {
+            t.reward = raw;
+        }
         let new_version = version + 1;
         handle.block_on(weights.publish(&learner, new_version))?;
         let _ = version_tx.send(new_version);
@@ -358,7 +424,7 @@ fn learner_loop(
             "kind": "rl_step",
             "step": step + 1,
             "policy_version": new_version,
-            "reward_mean": rewards.mean().unwrap_or(0.0),
+            "reward_mean": batch.iter().map(|t| t.reward).sum::<f64>() / n,
             "success_rate": batch.iter().filter(|t| t.success).count() as f64 / n,
             "loss": stats.loss,
             "kl": stats.kl,
@@ -396,6 +462,20 @@ fn learner_loop(
             record["critic_grad_norm"] = serde_json::json!(c.grad_norm);
         }
         add_reward_parts(&mut record, &batch);
+        let overall = EpisodeStats::of(&batch);
+        record["turns_mean"] = serde_json::json!(overall.turns_mean);
+        record["generated_tokens_mean"] = serde_json::json!(overall.generated_tokens_mean);
+        record["truncated_rate"] = serde_json::json!(overall.truncated_rate);
+        if let Some(adv) = &group_advantages {
+            let all: Vec<usize> = (0..batch.len()).collect();
+            let (mean, std) = mean_std(&adv.after, &all);
+            record["advantage_mean"] = serde_json::json!(mean);
+            record["advantage_std"] = serde_json::json!(std);
+        }
+        if let Some(kl) = kl_penalty_mean {
+            record["kl"] = serde_json::json!(kl);
+        }
+        record["per_task"] = per_task_record(&batch, group_advantages.as_ref());
         metrics.write(&record)?;
         summary.steps += 1;
         summary.trajectories += trained;

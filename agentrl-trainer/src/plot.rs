@@ -73,6 +73,27 @@ pub fn plot_learning_curve(records: &[serde_json::Value], out: &Path) -> Result<
             .label(label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
     }
+    // A multi-task run: one train success curve per env, and its held-out points beside it.
+    let tasks = task_ids(records);
+    if tasks.len() > 1 {
+        for (k, env) in tasks.iter().enumerate() {
+            let color = Palette99::pick(k + 3).to_rgba();
+            let train = per_task_series(records, "rl_step", env);
+            chart
+                .draw_series(LineSeries::new(train, color.stroke_width(1)))
+                .map_err(|e| err(e.to_string()))?
+                .label(format!("{env} train success"))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
+            let held_out = per_task_series(records, "eval", env);
+            chart
+                .draw_series(
+                    held_out
+                        .into_iter()
+                        .map(move |(x, y)| TriangleMarker::new((x, y), 6, color.filled())),
+                )
+                .map_err(|e| err(e.to_string()))?;
+        }
+    }
     chart
         .draw_series(
             eval.iter()
@@ -89,4 +110,30 @@ pub fn plot_learning_curve(records: &[serde_json::Value], out: &Path) -> Result<
         .draw()
         .map_err(|e| err(e.to_string()))?;
     root.present().map_err(|e| err(e.to_string()))
+}
+
+/// The env ids of the `per_task` objects in `records`, sorted.
+fn task_ids(records: &[serde_json::Value]) -> Vec<String> {
+    let mut ids: Vec<String> = records
+        .iter()
+        .filter_map(|r| r["per_task"].as_object())
+        .flat_map(|tasks| tasks.keys().cloned())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// `(step, success_rate)` of env `env` in the `per_task` objects of the records of `kind`.
+fn per_task_series(records: &[serde_json::Value], kind: &str, env: &str) -> Vec<(f64, f64)> {
+    records
+        .iter()
+        .filter(|r| r["kind"] == kind)
+        .filter_map(|r| {
+            Some((
+                r["step"].as_f64()?,
+                r["per_task"][env]["success_rate"].as_f64()?,
+            ))
+        })
+        .collect()
 }

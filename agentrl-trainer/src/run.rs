@@ -250,8 +250,14 @@ impl Run {
     ) -> Result<EvalReport> {
         crate::envs::check_servers(&self.config.env).await?;
         let (_policy, ctx) = self.rollout_policy(learner)?;
-        let (report, trajectories) =
-            evaluate(&ctx, self.config.eval.tasks, &self.config.eval.sampling).await?;
+        let tasks = crate::envs::eval_tasks(&self.config.env, self.config.eval.tasks)?;
+        let samples = self.config.eval.samples.max(1);
+        let tasks = tasks
+            .into_iter()
+            .zip(0..)
+            .flat_map(|pair| std::iter::repeat_n(pair, samples))
+            .collect();
+        let (report, trajectories) = evaluate(&ctx, tasks, &self.config.eval.sampling).await?;
         let samples = self.dir.join("samples");
         std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
         write_jsonl(
@@ -271,6 +277,11 @@ impl Run {
             report.tasks,
             report.tool_use_rate
         );
+        if report.per_task.len() > 1 {
+            for line in report.per_task_lines() {
+                tracing::info!("eval [{label}] {line}");
+            }
+        }
         Ok(report)
     }
 
@@ -331,12 +342,47 @@ pub struct DemoSummary {
     pub wall_seconds: f64,
     /// Wall seconds of each phase.
     pub phase_seconds: serde_json::Value,
+    /// Per env: held-out success after SFT and after RL (one entry per env of a mixture).
+    pub per_task: std::collections::BTreeMap<String, TaskChange>,
     /// Held-out reports in full.
     pub eval_before: EvalReport,
     /// Held-out report after RL.
     pub eval_after: EvalReport,
     /// RL totals.
     pub rl: RlSummary,
+}
+
+/// One env's held-out success before and after RL.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TaskChange {
+    /// Greedy held-out success after SFT.
+    pub before_rl: f64,
+    /// Greedy held-out success after RL.
+    pub after_rl: f64,
+    /// `after_rl - before_rl`.
+    pub change: f64,
+}
+
+/// Each env's change from `before` to `after` (envs of either report).
+fn task_changes(
+    before: &EvalReport,
+    after: &EvalReport,
+) -> std::collections::BTreeMap<String, TaskChange> {
+    let success = |r: &EvalReport, env: &str| r.per_task.get(env).map_or(0.0, |s| s.success_rate);
+    before
+        .per_task
+        .keys()
+        .chain(after.per_task.keys())
+        .map(|env| {
+            let (b, a) = (success(before, env), success(after, env));
+            let change = TaskChange {
+                before_rl: b,
+                after_rl: a,
+                change: a - b,
+            };
+            (env.clone(), change)
+        })
+        .collect()
 }
 
 /// SFT on imperfect demonstrations, evaluation, GRPO, evaluation; writes `summary.json` and
@@ -371,6 +417,7 @@ pub async fn demo(config: RunConfig, dir: &Path) -> Result<DemoSummary> {
             "demonstrations": t_demos, "sft": t_sft - t_demos, "eval_before": t_eval1 - t_sft,
             "rl": t_rl - t_eval1, "eval_after": t_eval2 - t_rl,
         }),
+        per_task: task_changes(&before, &after),
         eval_before: before,
         eval_after: after,
         rl,

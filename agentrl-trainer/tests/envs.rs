@@ -157,7 +157,7 @@ async fn a_mixture_with_a_remote_env_trains_and_reports_both_envs() {
         assert!(n > 10, "{n} demonstrations of {env}");
     }
     let learner = run.sft(&demos).unwrap();
-    let (_learner, summary) = run.rl(learner, 0).await.unwrap();
+    let (learner, summary) = run.rl(learner, 0).await.unwrap();
     assert_eq!(summary.steps, 3);
     let (sampled, _) =
         agentrl_core::read_jsonl(&dir.path().join("samples/rl_step_000003.jsonl")).unwrap();
@@ -167,6 +167,64 @@ async fn a_mixture_with_a_remote_env_trains_and_reports_both_envs() {
             .all(|t| t.env_id == "arith-calc" || t.env_id == "math-reasoning")
     );
     let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
-    assert!(records.iter().any(|r| r["kind"] == "rl_step"));
+    let steps: Vec<_> = records.iter().filter(|r| r["kind"] == "rl_step").collect();
+    assert_eq!(steps.len(), 3);
+    // Every step's metrics are also written per env, and they add up to the step's.
+    for step in &steps {
+        let per_task = step["per_task"].as_object().expect("per_task object");
+        assert!(!per_task.is_empty());
+        let episodes: f64 = per_task
+            .values()
+            .map(|t| t["episodes"].as_f64().unwrap())
+            .sum();
+        let successes: f64 = per_task
+            .values()
+            .map(|t| t["episodes"].as_f64().unwrap() * t["success_rate"].as_f64().unwrap())
+            .sum();
+        let rewards: f64 = per_task
+            .values()
+            .map(|t| t["episodes"].as_f64().unwrap() * t["reward_mean"].as_f64().unwrap())
+            .sum();
+        assert_eq!(episodes, 4.0 * run.config.rl.group_size as f64);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(close(
+            successes / episodes,
+            step["success_rate"].as_f64().unwrap()
+        ));
+        assert!(close(
+            rewards / episodes,
+            step["reward_mean"].as_f64().unwrap()
+        ));
+        for (env, task) in per_task {
+            assert!(env == "arith-calc" || env == "math-reasoning", "{env}");
+            for key in [
+                "turns_mean",
+                "generated_tokens_mean",
+                "invalid_actions_per_episode",
+                "truncated_rate",
+                "advantage_mean_before_norm",
+                "advantage_std_before_norm",
+                "advantage_mean",
+                "advantage_std",
+            ] {
+                assert!(task[key].is_number(), "{env}: {key} missing in {task}");
+            }
+        }
+    }
+    // Evaluation plays `eval.tasks` held-out tasks of each env and reports each.
+    let report = run.evaluate(&learner, "after_rl", 3).await.unwrap();
+    assert_eq!(
+        report.per_task.keys().collect::<Vec<_>>(),
+        ["arith-calc", "math-reasoning"]
+    );
+    for stats in report.per_task.values() {
+        assert_eq!(stats.episodes, run.config.eval.tasks);
+        assert!(
+            stats.success_low <= stats.success_rate && stats.success_rate <= stats.success_high
+        );
+    }
+    assert_eq!(report.tasks, 2 * run.config.eval.tasks);
+    let png = run.plot().unwrap();
+    assert!(std::fs::metadata(png).unwrap().len() > 1000);
     handle.shutdown().await.unwrap();
 }

@@ -30,8 +30,10 @@ commands:
                         only), failing on errors and warnings; prints each combination's number
                         of crates in `cargo tree`; PKG limits it to the named packages
   cycles                fail on import circles between the source files of a crate
-  demo                  setup, build the `agentrl` binary (release) and run
-                        `agentrl demo --config configs/demo.toml --run-dir runs/demo`
+  demo [--multitask]    setup, build the `agentrl` binary (release) and run
+                        `agentrl demo --config configs/demo.toml --run-dir runs/demo`;
+                        --multitask: configs/multitask.toml into runs/multitask (one policy,
+                        several multi-turn envs)
   bench [args...]       setup, then `cargo bench --workspace [args...]`
   parity                setup, a venv with torch + transformers (.venv-parity, ~4.9 GB once),
                         then the logits-parity tests of the Llama-family decoder (fp32 < 1e-4;
@@ -168,11 +170,18 @@ fn cmd_test(args: &[OsString]) -> Result<()> {
 
 /// `cargo xtask demo`: setup, release build of `agentrl`, then the demo run.
 fn cmd_demo(args: &[OsString]) -> Result<()> {
-    if !args.is_empty() {
-        return Err(Failure::new(
-            "demo takes no arguments; edit configs/demo.toml to change the demo",
-        ));
-    }
+    let name = match args {
+        [] => "demo",
+        [flag] if flag == "--multitask" => "multitask",
+        _ => {
+            return Err(Failure::new(
+                "demo takes no arguments but --multitask; edit configs/demo.toml or \
+                 configs/multitask.toml to change the demo",
+            ));
+        }
+    };
+    let config = format!("configs/{name}.toml");
+    let run_dir = format!("runs/{name}");
     let root = repo_root()?;
     let libtorch = prepare_libtorch(&root)?;
     section("build: agentrl (release)");
@@ -200,16 +209,16 @@ fn cmd_demo(args: &[OsString]) -> Result<()> {
     demo.current_dir(&root).args([
         "demo",
         "--config",
-        "configs/demo.toml",
+        &config,
         "--run-dir",
-        "runs/demo",
+        &run_dir,
         "--fresh",
     ]);
     run("agentrl demo", &mut demo)?;
 
-    let summary = root.join("runs").join("demo").join("summary.json");
+    let summary = root.join("runs").join(name).join("summary.json");
     if summary.is_file() {
-        section("demo: runs/demo/summary.json");
+        section(&format!("demo: {run_dir}/summary.json"));
         match fs::read_to_string(&summary) {
             Ok(text) => println!("{}", text.trim_end()),
             Err(e) => eprintln!("warning: could not read {}: {e}", summary.display()),
