@@ -69,6 +69,35 @@ pub fn pack_chunks(
         .collect()
 }
 
+/// `trajectories` sorted by length and packed into micro-batches of at most `max_rows` rows
+/// (0: no row limit) whose padded size (rows × longest row) stays within `max_padded_tokens`
+/// (a longer trajectory gets a micro-batch of its own). Padding then stays small when lengths
+/// differ, as in a multi-task batch. Rows lose their order, so this is only for losses that
+/// treat every row alike (behaviour cloning).
+pub fn pack_by_length(
+    trajectories: &[&Trajectory],
+    max_rows: usize,
+    max_padded_tokens: usize,
+    device: Device,
+) -> Vec<PackedBatch> {
+    let mut sorted: Vec<&Trajectory> = trajectories.to_vec();
+    sorted.sort_by_key(|t| t.num_tokens());
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    for end in 1..=sorted.len() {
+        let rows = end - start;
+        let next_fits = sorted.get(end).is_some_and(|next| {
+            (max_rows == 0 || rows < max_rows)
+                && (rows + 1) * next.num_tokens() <= max_padded_tokens
+        });
+        if !next_fits {
+            chunks.push(pack(&sorted[start..end], device));
+            start = end;
+        }
+    }
+    chunks
+}
+
 /// The trained (policy) tokens of packed micro-batches, at least 1: the loss denominator.
 pub fn trained_tokens(chunks: &[(usize, PackedBatch)]) -> f64 {
     chunks.iter().map(|(_, p)| p.tokens).sum::<usize>().max(1) as f64
@@ -85,4 +114,57 @@ pub(crate) fn padded(rows: &[Vec<f32>], width: i64, device: Device) -> Tensor {
     Tensor::from_slice(&flat)
         .view([rows.len() as i64, width])
         .to(device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentrl_core::{FinishReason, Split, Task, Turn};
+
+    /// A trajectory of `n` tokens: one injected id, then `n - 1` generated ones.
+    fn of_length(n: usize) -> Trajectory {
+        let task = Task {
+            env_id: "e".into(),
+            id: format!("t{n}"),
+            split: Split::Train,
+            data: serde_json::Value::Null,
+        };
+        let turn = Turn {
+            injected_ids: vec![1],
+            generated_ids: vec![2; n - 1],
+            logprobs: vec![0.0; n - 1],
+            policy_version: 0,
+            policy_name: None,
+            finish: FinishReason::Stop,
+            reward: 0.0,
+            invalid_action: None,
+        };
+        Trajectory::for_task(&task, 0).with_turns(vec![turn])
+    }
+
+    #[test]
+    fn packing_by_length_keeps_padding_within_the_budget() {
+        let all: Vec<Trajectory> = [3, 50, 4, 60, 5].into_iter().map(of_length).collect();
+        let refs: Vec<&Trajectory> = all.iter().collect();
+        // Sorted 3, 4, 5 | 50, 60: a fourth row of 50 would pad to 200 > 120.
+        let chunks = pack_by_length(&refs, 0, 120, Device::Cpu);
+        let shapes: Vec<Vec<i64>> = chunks.iter().map(|c| c.ids.size()).collect();
+        assert_eq!(shapes, [vec![3, 5], vec![2, 60]]);
+        let tokens: usize = chunks.iter().map(|c| c.tokens).sum();
+        assert_eq!(
+            tokens,
+            [3, 50, 4, 60, 5].iter().map(|n| n - 1).sum::<usize>()
+        );
+        // A row limit splits further; a row longer than the budget gets a chunk of its own.
+        let rows: Vec<i64> = pack_by_length(&refs, 2, 120, Device::Cpu)
+            .iter()
+            .map(|c| c.ids.size()[0])
+            .collect();
+        assert_eq!(rows, [2, 2, 1], "3 4 | 5 50 | 60");
+        let rows: Vec<i64> = pack_by_length(&refs, 0, 40, Device::Cpu)
+            .iter()
+            .map(|c| c.ids.size()[0])
+            .collect();
+        assert_eq!(rows, [3, 1, 1]);
+    }
 }

@@ -11,7 +11,10 @@ use agentrl_policy::{GptConfig, NamedWeights, PolicyModel, snapshot_weights};
 use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
 pub use crate::batch::{PackedBatch, pack};
-use crate::batch::{pack_chunks, trained_tokens};
+use crate::batch::{pack_by_length, pack_chunks, trained_tokens};
+
+/// Padded tokens (rows × longest row) per micro-batch of a behaviour-cloning step.
+const SFT_PADDED_TOKENS: usize = 8192;
 use crate::loss::{
     DEFAULT_LOSS_AGG_NORM, KlEstimator, KlMode, LossAgg, Normalisers, aggregate, clipped_surrogate,
     clipped_tokens, kl_per_token, trained_sequences,
@@ -262,12 +265,15 @@ impl Learner {
         clip_and_step(&self.vs, &mut self.opt, grad_clip)
     }
 
-    /// One behaviour-cloning step: mean cross-entropy over policy tokens.
+    /// One behaviour-cloning step: mean cross-entropy over policy tokens. The batch is
+    /// packed by length ([`pack_by_length`]), so short and long demonstrations do not pad each
+    /// other.
     pub fn sft_step(&mut self, batch: &[&Trajectory], grad_clip: f64) -> UpdateStats {
-        let (chunks, denom) = self.packed_chunks(batch);
+        let chunks = pack_by_length(batch, self.micro_batch, SFT_PADDED_TOKENS, self.device);
+        let denom = chunks.iter().map(|p| p.tokens).sum::<usize>().max(1) as f64;
         self.opt.zero_grad();
         let mut stats = UpdateStats::default();
-        for (_, packed) in &chunks {
+        for packed in &chunks {
             let (logp, entropy) = self.model.token_logprobs(&packed.ids, 1.0);
             let loss = -(&logp * &packed.mask).sum(Kind::Float) / denom;
             loss.backward();
