@@ -3,7 +3,8 @@
 //! The closed loop: rollout workers that play many env sessions concurrently against a batched
 //! policy ([`rollout`]), behaviour cloning from demonstrations ([`demos`], [`learner`]), GRPO with
 //! group advantages and task normalisation ([`advantage`]), the fully asynchronous rollout → train
-//! pipeline with a staleness bound ([`pipeline`]), checkpoints, metrics, evaluation, plots
+//! pipeline with a staleness bound ([`pipeline`]), AgentRL's cross-policy sampling with a stale
+//! snapshot of the policy ([`cross_policy`]), checkpoints, metrics, evaluation, plots
 //! ([`run`]), per-task statistics of episodes ([`task_stats`]), rendering a saved episode
 //! ([`show`]), offline re-scoring of saved trajectories ([`rescore`]) and judge backends over
 //! policies for LLM-judged rewards ([`judge`]). The run configuration is one TOML file
@@ -29,6 +30,7 @@ pub mod batch;
 pub mod commands;
 pub mod config;
 pub mod critic;
+pub mod cross_policy;
 pub mod demos;
 pub mod envs;
 pub mod eval;

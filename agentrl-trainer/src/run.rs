@@ -9,7 +9,8 @@ use agentrl_env::EnvFactory;
 use agentrl_policy::{ChatFormat, EngineOptions, TchPolicy, TinyChatFormat};
 use tch::Device;
 
-use crate::config::RunConfig;
+use crate::config::{CROSS_WITH_SERVERS, RunConfig};
+use crate::cross_policy::{CrossSync, cross_rollout_policy};
 use crate::demos::collect_demonstrations;
 use crate::eval::{EvalReport, evaluate};
 use crate::learner::Learner;
@@ -89,21 +90,7 @@ impl Run {
 
     /// A rollout policy serving a copy of the learner's weights.
     pub fn rollout_policy(&self, learner: &Learner) -> Result<(TchPolicy, RolloutContext)> {
-        let (vs, model) = learner.clone_model()?;
-        let format = self.format.clone();
-        let pipeline = &self.config.pipeline;
-        let options = EngineOptions {
-            session_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 20),
-            prompt_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 18),
-            ..EngineOptions::with_max_batch(pipeline.max_batch)
-        };
-        let policy = TchPolicy::spawn_with_options(
-            vs,
-            model,
-            options,
-            self.config.seed ^ 0x5A5A,
-            Some(Arc::new(move |ids| format.decode(ids))),
-        )?;
+        let policy = self.spawn_policy(learner, self.config.seed ^ 0x5A5A)?;
         let ctx = RolloutContext {
             factory: self.factory.clone(),
             policy: Arc::new(policy.clone()),
@@ -114,10 +101,45 @@ impl Run {
         Ok((policy, ctx))
     }
 
-    /// Where RL rollouts run: the in-process policy, or the `[pipeline] rollout_servers` behind
-    /// a router (sticky sessions, least outstanding requests), with how weights reach them.
+    /// A model thread serving a copy of the learner's weights, with the `[pipeline]` engine
+    /// settings; `seed` seeds its sampling.
+    fn spawn_policy(&self, learner: &Learner, seed: u64) -> Result<TchPolicy> {
+        let (vs, model) = learner.clone_model()?;
+        let format = self.format.clone();
+        let pipeline = &self.config.pipeline;
+        let options = EngineOptions {
+            session_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 20),
+            prompt_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 18),
+            ..EngineOptions::with_max_batch(pipeline.max_batch)
+        };
+        TchPolicy::spawn_with_options(
+            vs,
+            model,
+            options,
+            seed,
+            Some(Arc::new(move |ids| format.decode(ids))),
+        )
+    }
+
+    /// Where RL rollouts run: the in-process policy (mixed per turn with its stale snapshot and
+    /// any extra policies under `[rl.cross_policy]`), or the `[pipeline] rollout_servers`
+    /// behind a router (sticky sessions, least outstanding requests), with how weights reach
+    /// them.
     fn rl_rollouts(&self, learner: &Learner) -> Result<(WeightSync, RolloutContext)> {
         let pipeline = &self.config.pipeline;
+        if let Some(cross) = &self.config.rl.cross_policy {
+            if !pipeline.rollout_servers.is_empty() {
+                return Err(Error::Config(CROSS_WITH_SERVERS.into()));
+            }
+            cross.validate().map_err(Error::Config)?;
+            let (current, mut ctx) = self.rollout_policy(learner)?;
+            let snapshot = self.spawn_policy(learner, self.config.seed ^ 0x5A5A ^ 0x57A1E)?;
+            let policy =
+                cross_rollout_policy(&current, &snapshot, cross, self.config.seed ^ 0xC805)?;
+            ctx.policy = Arc::new(policy);
+            let sync = CrossSync::new(current, snapshot, cross.stale_every);
+            return Ok((WeightSync::Cross(sync), ctx));
+        }
         if pipeline.rollout_servers.is_empty() {
             let (policy, ctx) = self.rollout_policy(learner)?;
             return Ok((WeightSync::Local(policy), ctx));

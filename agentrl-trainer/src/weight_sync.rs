@@ -1,5 +1,6 @@
 //! Where the learner's weights go after every step ([`WeightSync`]): into the in-process
-//! rollout policy, or to the `agentrl serve` processes that generate the rollouts.
+//! rollout policy (and, with `[rl.cross_policy]`, its stale snapshot every `stale_every`
+//! steps), or to the `agentrl serve` processes that generate the rollouts.
 //!
 //! For servers, the learner writes the new weights under the run directory (a safetensors file
 //! for the tiny GPT, a PEFT adapter directory for a LoRA model, a directory with
@@ -17,6 +18,7 @@ use agentrl_policy::{EngineStats, HttpPolicy, HttpPolicyConfig, RouterPolicy, Tc
 use serde_json::json;
 use tokio::task::JoinSet;
 
+use crate::cross_policy::CrossSync;
 use crate::learner::{Learner, ModelSpec};
 
 /// How new weights reach the policy that generates rollouts.
@@ -25,6 +27,9 @@ pub enum WeightSync {
     Local(TchPolicy),
     /// `agentrl serve` processes: weights are written to disk and each server loads them.
     Servers(ServerPush),
+    /// Cross-policy sampling: the current policy gets every version, its stale snapshot every
+    /// `stale_every` versions.
+    Cross(CrossSync),
 }
 
 impl WeightSync {
@@ -34,6 +39,7 @@ impl WeightSync {
         match self {
             WeightSync::Local(policy) => Some(policy.stats()),
             WeightSync::Servers(_) => None,
+            WeightSync::Cross(sync) => Some(sync.engine_stats()),
         }
     }
 
@@ -43,6 +49,7 @@ impl WeightSync {
         match self {
             WeightSync::Local(policy) => policy.set_weights(learner.weights(), version).await,
             WeightSync::Servers(push) => push.publish(learner, version).await,
+            WeightSync::Cross(sync) => sync.publish(learner, version).await,
         }
     }
 }
