@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use crate::advantage::AdvantageEstimator;
 pub use crate::envs::{EnvConfig, EnvSource};
 use crate::loss::{DEFAULT_LOSS_AGG_NORM, KlEstimator, KlMode, LossAgg};
-pub use crate::pipeline::{InFlight, OverlongMode};
 
 /// A whole run: env, model, SFT warm start, RL, pipeline, evaluation and reward.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -1136,4 +1135,30 @@ fn check_sampling(section: &str, p: &SamplingParams) -> std::result::Result<(), 
         return Err(format!("{section}.max_new_tokens must be at least 1"));
     }
     Ok(())
+}
+
+/// What happens to episodes still running when the learner publishes new weights
+/// (`[rl] in_flight`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InFlight {
+    /// They go on with the new weights; their turns record the versions that generated them.
+    #[default]
+    Continue,
+    /// AgentRL's force-cancel: they are cancelled and their group is played again from scratch
+    /// under the new weights.
+    Cancel,
+}
+
+/// How episodes cut short (by the turn limit or the context) are treated (`[rl] overlong`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverlongMode {
+    /// Like any other episode.
+    #[default]
+    None,
+    /// Truncated episodes get zero advantage: they are not trained on.
+    Mask,
+    /// DAPO's soft overlong punishment ([`overlong_penalty`](crate::pipeline::overlong_penalty)) on every episode's reward.
+    Penalty,
 }

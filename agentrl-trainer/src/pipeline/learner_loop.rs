@@ -1,0 +1,321 @@
+//! The learner's side of the pipeline, on a blocking thread: each step takes fresh groups from
+//! the producer (dropping stale ones and, under dynamic sampling, those without signal),
+//! updates the policy, publishes the new weights, and writes the step's metrics, samples and
+//! checkpoints.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentrl_core::{Error, Result, Trajectory};
+use agentrl_policy::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
+use tokio::sync::{mpsc, watch};
+
+use super::shaping::{apply_overlong_penalty, is_informative};
+use super::step_record::{StepTiming, step_record};
+use super::updates::update;
+use super::{Group, RlSummary, StepDraw, critic_file};
+use crate::config::OverlongMode;
+use crate::config::RunConfig;
+use crate::critic::Critic;
+use crate::learner::{GrpoParams, Learner};
+use crate::metrics::MetricsWriter;
+use crate::weight_sync::WeightSync;
+
+/// The learner's ends of the pipeline's channels.
+pub(super) struct LearnerChannels {
+    /// Scored groups from the producer.
+    pub(super) groups: mpsc::Receiver<Result<Group>>,
+    /// Changes to how many groups the producer may start beyond its per-step quota: +1 for
+    /// every dropped group to replace, negative to give back quota a step did not use.
+    pub(super) refills: mpsc::UnboundedSender<i64>,
+    /// The version of the weights last published.
+    pub(super) versions: watch::Sender<u64>,
+}
+
+/// The groups the producer sent, as the learner takes them step by step.
+struct GroupSource {
+    /// Scored groups from the producer.
+    groups: mpsc::Receiver<Result<Group>>,
+    /// Replacements asked of the producer (see [`LearnerChannels::refills`]).
+    refills: mpsc::UnboundedSender<i64>,
+    /// Groups received but not yet used (they arrive out of order).
+    waiting: Vec<Group>,
+    /// Policy names whose turns the staleness bound does not apply to (a cross-policy run's
+    /// snapshot and extra policies are old by design).
+    exempt: Vec<String>,
+}
+
+impl GroupSource {
+    /// Takes the groups of the step that trains version `version`: oldest first, dropping
+    /// (and asking a replacement for) each group older than `max_staleness`, applying the
+    /// overlong penalty, and under dynamic sampling dropping groups without signal until
+    /// `tasks_per_step` groups are in or the draw limit is reached.
+    fn take_step(&mut self, cfg: &RunConfig, version: u64) -> Result<StepDraw> {
+        let rl = &cfg.rl;
+        let max_drawn = rl.dynamic_sampling.then(|| rl.dynamic_sampling_limit());
+        let mut draw = StepDraw::default();
+        let (mut groups, mut stale_groups, mut refills) = (0, 0, 0i64);
+        while groups < rl.tasks_per_step {
+            if let Some(max) = max_drawn
+                && draw.drawn >= max
+            {
+                tracing::warn!(
+                    "rl step {}: {} groups drawn (rl.dynamic_sampling_max_groups) but only \
+                     {groups} of {} have rewards that differ; training on those",
+                    version + 1,
+                    draw.drawn,
+                    rl.tasks_per_step
+                );
+                break;
+            }
+            if self.waiting.is_empty() {
+                let t0 = Instant::now();
+                let group = self.groups.blocking_recv().ok_or_else(|| {
+                    Error::Trainer("the rollout producer stopped before training finished".into())
+                })??;
+                draw.idle += t0.elapsed().as_secs_f64();
+                self.waiting.push(group);
+            }
+            while let Ok(group) = self.groups.try_recv() {
+                self.waiting.push(group?);
+            }
+            // Oldest first: a group that waits would only grow staler.
+            let exempt = &self.exempt;
+            let pick = (0..self.waiting.len())
+                .min_by_key(|&i| self.waiting[i].oldest_version(exempt).unwrap_or(u64::MAX))
+                .unwrap_or(0);
+            let group = self.waiting.swap_remove(pick);
+            draw.restarts.cancelled += group.restarts.cancelled;
+            draw.restarts.restarted += group.restarts.restarted;
+            let age = group
+                .oldest_version(exempt)
+                .map(|v| version.saturating_sub(v));
+            if age.is_some_and(|age| age > cfg.pipeline.max_staleness) {
+                draw.dropped_stale += group.trajectories.len();
+                stale_groups += 1;
+                refills += 1;
+                let _ = self.refills.send(1);
+                continue;
+            }
+            draw.drawn += 1;
+            let mut trajectories = group.trajectories;
+            if rl.overlong == OverlongMode::Penalty {
+                apply_overlong_penalty(
+                    &mut trajectories,
+                    cfg.model.max_seq_len,
+                    rl.overlong_buffer,
+                    rl.overlong_penalty,
+                );
+            }
+            draw.all_drawn.0 += trajectories.len();
+            draw.all_drawn.1 += trajectories.iter().map(|t| t.reward).sum::<f64>();
+            draw.all_drawn.2 += trajectories.iter().filter(|t| t.success).count();
+            if max_drawn.is_some() && !is_informative(rl.advantage.estimator(), &trajectories) {
+                draw.uninformative += 1;
+                if max_drawn.is_some_and(|max| draw.drawn < max) {
+                    refills += 1;
+                    let _ = self.refills.send(1);
+                }
+                continue;
+            }
+            draw.batch.extend(trajectories);
+            groups += 1;
+        }
+        // The producer's quota counted `tasks_per_step` groups for this step: give back what a
+        // step cut short by `dynamic_sampling_max_groups` did not take.
+        let unused = rl.tasks_per_step as i64 + refills - (draw.drawn + stale_groups) as i64;
+        if unused != 0 {
+            let _ = self.refills.send(-unused);
+        }
+        Ok(draw)
+    }
+}
+
+/// The policy-loss options of `[rl]` as the learner takes them.
+fn grpo_params(cfg: &RunConfig) -> GrpoParams {
+    let rl = &cfg.rl;
+    GrpoParams {
+        clip_eps: rl.clip_eps,
+        clip_low: rl.clip_low,
+        clip_high: rl.clip_high,
+        dual_clip: rl.dual_clip,
+        loss_agg: rl.loss_agg,
+        loss_agg_norm: rl.loss_agg_norm,
+        entropy_coef: rl.entropy_coef,
+        kl_coef: rl.kl_coef,
+        kl_estimator: rl.kl_estimator,
+        kl_mode: rl.kl_mode,
+        temperature: rl.sampling.temperature as f64,
+        grad_clip: rl.grad_clip,
+    }
+}
+
+/// PPO's critic: a copy of the policy (after SFT) with a zero value head, or, when the run
+/// resumes at `start`, the one saved with that checkpoint. `None` for the group estimators.
+fn make_critic(
+    learner: &Learner,
+    cfg: &RunConfig,
+    run_dir: &Path,
+    start: usize,
+) -> Result<Option<Critic>> {
+    let rl = &cfg.rl;
+    let Some(gae) = rl.advantage.gae() else {
+        return Ok(None);
+    };
+    let mut critic = Critic::from_learner(
+        learner,
+        gae.critic_lr.unwrap_or(rl.lr),
+        cfg.model.micro_batch,
+    )?;
+    let saved = checkpoint_dir(run_dir).join(critic_file(start));
+    if start > 0 && saved.is_file() {
+        critic.load(&saved)?;
+        tracing::info!("resumed the critic from {}", saved.display());
+    }
+    Ok(Some(critic))
+}
+
+/// Everything the learner thread needs besides the learner and the metrics file.
+pub(super) struct LearnerSetup {
+    /// The pipeline's channels.
+    pub(super) channels: LearnerChannels,
+    /// Publishes new weights to the rollout policy.
+    pub(super) weights: Arc<WeightSync>,
+    /// The runtime, to publish from this blocking thread.
+    pub(super) handle: tokio::runtime::Handle,
+    /// The run's configuration.
+    pub(super) cfg: RunConfig,
+    /// Run directory (samples and checkpoints go under it).
+    pub(super) run_dir: PathBuf,
+    /// First step (non-zero when resuming).
+    pub(super) start: usize,
+}
+
+/// Trains steps `start..rl.steps`: take a batch, update, publish, record, checkpoint.
+pub(super) fn learner_loop(
+    mut learner: Learner,
+    mut metrics: MetricsWriter,
+    setup: LearnerSetup,
+) -> Result<(Learner, MetricsWriter, RlSummary)> {
+    let LearnerSetup {
+        channels,
+        weights,
+        handle,
+        cfg,
+        run_dir,
+        start,
+    } = setup;
+    let rl = &cfg.rl;
+    let mut source = GroupSource {
+        groups: channels.groups,
+        refills: channels.refills,
+        waiting: Vec::new(),
+        exempt: crate::cross_policy::stale_member_names(rl),
+    };
+    let t_run = Instant::now();
+    let mut summary = RlSummary::default();
+    let progress = crate::progress::bar(rl.steps.saturating_sub(start) as u64, "GRPO");
+    let grpo = grpo_params(&cfg);
+    learner.set_lr(rl.lr);
+    let mut critic = make_critic(&learner, &cfg, &run_dir, start)?;
+    let mut last_step_end = Instant::now();
+    let mut last_engine = weights.engine_stats().unwrap_or_default();
+    for step in start..rl.steps {
+        let version = step as u64;
+        let mut draw = source.take_step(&cfg, version)?;
+        let updated = update(&mut learner, critic.as_mut(), &mut draw.batch, &cfg, grpo)?;
+        let new_version = version + 1;
+        handle.block_on(weights.publish(&learner, new_version))?;
+        let _ = channels.versions.send(new_version);
+        let timing = StepTiming {
+            step: step + 1,
+            new_version,
+            elapsed: last_step_end.elapsed().as_secs_f64(),
+            staleness: draw
+                .batch
+                .iter()
+                .filter_map(|t| crate::cross_policy::staleness_version(t, &source.exempt))
+                .map(|v| version.saturating_sub(v) as f64)
+                .collect(),
+        };
+        last_step_end = Instant::now();
+        let engine = weights.engine_stats();
+        let record = step_record(
+            &timing,
+            &draw,
+            &updated,
+            engine.as_ref().map(|now| (now, &last_engine)),
+            rl,
+        );
+        if let Some(now) = engine {
+            last_engine = now;
+        }
+        metrics.write(&record)?;
+        summary.steps += 1;
+        summary.trajectories += updated.trained;
+        summary.dropped_stale += draw.dropped_stale;
+        summary.dynamic_dropped_groups += draw.uninformative;
+        summary.episodes_cancelled += draw.restarts.cancelled;
+        summary.trainer_idle_seconds += draw.idle;
+        let (reward, success) = (
+            record["reward_mean"].as_f64().unwrap_or(0.0),
+            record["success_rate"].as_f64().unwrap_or(0.0),
+        );
+        progress.inc(1);
+        progress.set_message(format!("reward {reward:.2} success {success:.2}"));
+        if (step + 1) % 5 == 0 || step + 1 == rl.steps {
+            tracing::info!(
+                "rl step {}/{}: reward {reward:.3}, success {success:.3}, loss {:.4}, entropy {:.3}, idle {:.2}s",
+                step + 1,
+                rl.steps,
+                updated.stats.loss,
+                updated.stats.entropy,
+                draw.idle
+            );
+        }
+        let is_last = step + 1 == rl.steps;
+        if is_last || (rl.checkpoint_every > 0 && (step + 1) % rl.checkpoint_every == 0) {
+            save_step(
+                &run_dir,
+                step + 1,
+                new_version,
+                &draw.batch,
+                &learner,
+                critic.as_ref(),
+            )?;
+        }
+    }
+    progress.finish();
+    summary.wall_seconds = t_run.elapsed().as_secs_f64();
+    Ok((learner, metrics, summary))
+}
+
+/// After `step`: the step's samples, the learner's (and critic's) checkpoint, and the
+/// `latest.json` pointer a resumed run starts from.
+fn save_step(
+    run_dir: &Path,
+    step: usize,
+    version: u64,
+    batch: &[Trajectory],
+    learner: &Learner,
+    critic: Option<&Critic>,
+) -> Result<()> {
+    let samples = run_dir.join("samples");
+    std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
+    let sample_file = samples.join(format!("rl_step_{step:06}.jsonl"));
+    agentrl_core::write_jsonl(&sample_file, batch, false)?;
+    let file = format!("step-{step:06}.safetensors");
+    learner.save(&checkpoint_dir(run_dir).join(&file))?;
+    if let Some(critic) = critic {
+        critic.save(&checkpoint_dir(run_dir).join(critic_file(step)))?;
+    }
+    write_latest(
+        run_dir,
+        &LatestCheckpoint {
+            step,
+            version,
+            file,
+        },
+    )
+}
