@@ -9,6 +9,7 @@
 //!     config: "configs/demo.toml".into(),
 //!     run_dir: "runs/demo".into(),
 //!     fresh: true,
+//!     seed: None,
 //! };
 //! demo(&args).await?;
 //! # Ok(()) }
@@ -86,6 +87,9 @@ pub struct DemoArgs {
     /// Delete the run directory first (it must look like a run: hold metrics.jsonl or be empty).
     #[arg(long)]
     pub fresh: bool,
+    /// Seed of the run (default: the config's `seed`).
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
 
 /// Writes demonstrations (unless given) and runs SFT; prints where the checkpoint went.
@@ -167,7 +171,11 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
     if args.fresh {
         remove_previous_run(&args.run_dir)?;
     }
-    let summary = crate::run::demo(RunConfig::load(&args.config)?, &args.run_dir).await?;
+    let mut config = RunConfig::load(&args.config)?;
+    if let Some(seed) = args.seed {
+        config.seed = seed;
+    }
+    let summary = crate::run::demo(config, &args.run_dir).await?;
     println!(
         "held-out success: {:.3} after SFT -> {:.3} after {} RL steps ({} tasks); {:.0} s",
         summary.eval_success_before_rl,

@@ -888,6 +888,59 @@ impl From<EvalConfig> for EvalTable {
     }
 }
 
+/// The key of a config file that names the config it starts from (see [`RunConfig::load`]).
+pub const BASE_KEY: &str = "base";
+
+/// The most files a chain of `base` keys may hold (a longer one is taken for a loop).
+pub const MAX_BASE_DEPTH: usize = 8;
+
+/// `table` (read from `path`) merged over the config its `base` key names, recursively.
+fn with_bases(path: &Path, mut table: toml::Table, depth: usize) -> Result<toml::Table> {
+    let Some(base) = table.remove(BASE_KEY) else {
+        return Ok(table);
+    };
+    let Some(base) = base.as_str() else {
+        return Err(Error::Config(format!(
+            "{}: `{BASE_KEY}` must be a path (a string), got {base}",
+            path.display()
+        )));
+    };
+    if depth + 1 >= MAX_BASE_DEPTH {
+        return Err(Error::Config(format!(
+            "{}: more than {MAX_BASE_DEPTH} configs chained by `{BASE_KEY}` (do they name \
+             each other in a loop?)",
+            path.display()
+        )));
+    }
+    let base_path = path.parent().unwrap_or(Path::new(".")).join(base);
+    let text = std::fs::read_to_string(&base_path).map_err(|e| {
+        Error::Config(format!(
+            "{}: its base {}: {e}",
+            path.display(),
+            base_path.display()
+        ))
+    })?;
+    let base_table: toml::Table = toml::from_str(&text)
+        .map_err(|e| Error::Config(format!("{}: {e}", base_path.display())))?;
+    let mut merged = with_bases(&base_path, base_table, depth + 1)?;
+    merge_over(&mut merged, table);
+    Ok(merged)
+}
+
+/// Writes `over` into `base`: tables merge key by key, anything else replaces.
+fn merge_over(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(value)) => {
+                merge_over(inner, value)
+            }
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
 impl RunConfig {
     /// Parses a TOML config; errors name the file and the field.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
@@ -901,9 +954,29 @@ impl RunConfig {
     }
 
     /// Reads and parses a TOML config file.
+    ///
+    /// A file may start from another: `base = "PATH"` (relative to the file) names a config
+    /// whose keys it overrides. Tables merge key by key (`[rl] lr = 1e-4` changes only `lr`);
+    /// any other value, arrays included (`[[env.mix]]`), replaces the base's. A base may have
+    /// a base of its own, up to [`MAX_BASE_DEPTH`] files.
     pub fn load(path: &Path) -> Result<Self> {
+        let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Error::io("reading", path, e))?;
-        Self::from_toml_str(&text, &path.display().to_string())
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        if !table.contains_key(BASE_KEY) {
+            return Self::from_toml_str(&text, &origin);
+        }
+        let merged = with_bases(path, table, 0)?;
+        let origin = format!("{origin} (merged over its base)");
+        let cfg: RunConfig = toml::Value::Table(merged)
+            .try_into()
+            .map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        cfg.validate()
+            .map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        cfg.check_demonstrator()
+            .map_err(|e| Error::Config(format!("{origin}: sft.demonstrator: {e}")))?;
+        Ok(cfg)
     }
 
     /// The `[sft]` section; an error naming the command's need when the config has none.

@@ -6,7 +6,7 @@
 //! pipeline with a staleness bound ([`pipeline`]), AgentRL's cross-policy sampling with a stale
 //! snapshot of the policy ([`cross_policy`]), checkpoints, metrics, evaluation, plots
 //! ([`run`]), per-task statistics of episodes ([`task_stats`]), rendering a saved episode
-//! ([`show`]), offline re-scoring of saved trajectories ([`rescore`]) and judge backends over
+//! ([`show`]), a table over finished runs ([`compare`]), offline re-scoring of saved trajectories ([`rescore`]) and judge backends over
 //! policies for LLM-judged rewards ([`judge`]). The run configuration is one TOML file
 //! ([`config`]); the `agentrl` binary's training subcommands are library functions in
 //! [`commands`], so its `main.rs` only parses arguments. The trainer knows no env by name: it
@@ -28,6 +28,7 @@
 pub mod advantage;
 pub mod batch;
 pub mod commands;
+pub mod compare;
 pub mod config;
 pub mod critic;
 pub mod cross_policy;

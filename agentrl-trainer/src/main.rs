@@ -31,6 +31,9 @@ enum Command {
     /// Renders one saved episode (roles, tool calls and results, reward breakdown, the policy
     /// of each turn) from a trajectories JSONL file.
     Show(agentrl_trainer::show::ShowArgs),
+    /// One Markdown table of the finished demo runs in a folder (per-env held-out success
+    /// after RL, change from SFT, RL time, throughput; seeds `NAME-seedN` as mean ± std).
+    Compare(agentrl_trainer::compare::CompareArgs),
     /// Lists the envs (`env list`) or checks one (`env check ID [--tasks N]`).
     Env {
         #[command(subcommand)]
@@ -71,6 +74,7 @@ async fn run(command: Command) -> Result<()> {
         Command::Eval(args) => commands::eval(&args).await?,
         Command::Demo(args) => commands::demo(&args).await?,
         Command::Show(args) => agentrl_trainer::show::show(&args, &mut std::io::stdout())?,
+        Command::Compare(args) => agentrl_trainer::compare::compare(&args, &mut std::io::stdout())?,
         Command::Env { command } => agentrl_env::cli::run_env_command(command).await?,
         Command::Reward(args) => commands::reward(&args).await?,
         Command::Tool { command } => {

@@ -193,3 +193,66 @@ fn sft_is_optional_until_a_command_needs_it() {
     let err = cfg.sft().unwrap_err().to_string();
     assert!(err.contains("[sft]"), "{err}");
 }
+
+#[test]
+fn a_config_can_start_from_a_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/demo.toml");
+    std::fs::copy(&demo, dir.path().join("demo.toml")).unwrap();
+    std::fs::create_dir(dir.path().join("variants")).unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    // Tables merge key by key; arrays replace; a base may have a base.
+    let child = write(
+        "variants/lower-lr.toml",
+        "base = \"../demo.toml\"\nseed = 7\n[rl]\nlr = 1e-5\n[[reward.terms]]\nweight = 1.0\nreward = { type = \"outcome\" }\n",
+    );
+    let cfg = RunConfig::load(&child).unwrap();
+    let demo_cfg = RunConfig::load(&demo).unwrap();
+    assert_eq!(cfg.seed, 7);
+    assert_eq!(cfg.rl.lr, 1e-5);
+    assert_eq!(
+        cfg.rl.group_size, demo_cfg.rl.group_size,
+        "the rest of [rl] is the base's"
+    );
+    assert_eq!(cfg.model, demo_cfg.model);
+    let terms = |cfg: &RunConfig| {
+        toml::to_string(cfg)
+            .unwrap()
+            .matches("[[reward.terms]]")
+            .count()
+    };
+    assert_eq!(
+        (terms(&demo_cfg), terms(&cfg)),
+        (2, 1),
+        "an array replaces the base's"
+    );
+    let grandchild = write(
+        "variants/sync.toml",
+        "base = \"lower-lr.toml\"\n[pipeline]\nmax_staleness = 0\n",
+    );
+    let cfg = RunConfig::load(&grandchild).unwrap();
+    assert_eq!(
+        (cfg.seed, cfg.rl.lr, cfg.pipeline.max_staleness),
+        (7, 1e-5, 0)
+    );
+
+    let missing = write("variants/missing.toml", "base = \"nope.toml\"\n");
+    let err = RunConfig::load(&missing).unwrap_err().to_string();
+    assert!(
+        err.contains("missing.toml") && err.contains("nope.toml"),
+        "{err}"
+    );
+    let looped = write("variants/loop.toml", "base = \"loop.toml\"\n");
+    let err = RunConfig::load(&looped).unwrap_err().to_string();
+    assert!(err.contains("loop"), "{err}");
+    let bad_key = write(
+        "variants/bad.toml",
+        "base = \"../demo.toml\"\n[rl]\nbogus = 1\n",
+    );
+    let err = RunConfig::load(&bad_key).unwrap_err().to_string();
+    assert!(err.contains("bogus") && err.contains("bad.toml"), "{err}");
+}

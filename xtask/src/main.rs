@@ -34,6 +34,9 @@ commands:
                         `agentrl demo --config configs/demo.toml --run-dir runs/demo`;
                         --multitask: configs/multitask.toml into runs/multitask (one policy,
                         several multi-turn envs)
+  ablation [--seeds N]  every configs/ablation/*.toml (variants of the multi-task run) for
+                        seeds 0..N (default 3) into runs/ablation/, then the table of
+                        `agentrl compare` in runs/ablation/table.md
   bench [args...]       setup, then `cargo bench --workspace [args...]`
   parity                setup, a venv with torch + transformers (.venv-parity, ~4.9 GB once),
                         then the logits-parity tests of the Llama-family decoder (fp32 < 1e-4;
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         Some("setup") => cmd_setup(&rest),
         Some("test") => cmd_test(&rest),
         Some("demo") => cmd_demo(&rest),
+        Some("ablation") => cmd_ablation(&rest),
         Some("bench") => cmd_bench(&rest),
         Some("parity") => cmd_parity(&rest),
         Some("features") => cmd_features(&rest),
@@ -183,28 +187,8 @@ fn cmd_demo(args: &[OsString]) -> Result<()> {
     let config = format!("configs/{name}.toml");
     let run_dir = format!("runs/{name}");
     let root = repo_root()?;
-    let libtorch = prepare_libtorch(&root)?;
-    section("build: agentrl (release)");
-    let mut build = cargo(&root, libtorch.as_deref());
-    build.args([
-        "build",
-        "--release",
-        "-p",
-        "agentrl-trainer",
-        "--bin",
-        "agentrl",
-    ]);
-    run("build of the agentrl binary", &mut build)?;
-
+    let exe = build_agentrl(&root)?;
     section("demo: agentrl demo");
-    let exe = target_dir(&root).join("release").join("agentrl");
-    if !exe.is_file() {
-        return Err(Failure::new(format!(
-            "the build succeeded but {} does not exist; if you build into a custom target \
-             folder, export CARGO_TARGET_DIR so xtask can find it",
-            exe.display()
-        )));
-    }
     let mut demo = Command::new(&exe);
     demo.current_dir(&root).args([
         "demo",
@@ -224,6 +208,101 @@ fn cmd_demo(args: &[OsString]) -> Result<()> {
             Err(e) => eprintln!("warning: could not read {}: {e}", summary.display()),
         }
     }
+    Ok(())
+}
+
+/// Setup, then the release build of the `agentrl` binary; returns its path.
+fn build_agentrl(root: &Path) -> Result<PathBuf> {
+    let libtorch = prepare_libtorch(root)?;
+    section("build: agentrl (release)");
+    let mut build = cargo(root, libtorch.as_deref());
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "agentrl-trainer",
+        "--bin",
+        "agentrl",
+    ]);
+    run("build of the agentrl binary", &mut build)?;
+    let exe = target_dir(root).join("release").join("agentrl");
+    if !exe.is_file() {
+        return Err(Failure::new(format!(
+            "the build succeeded but {} does not exist; if you build into a custom target \
+             folder, export CARGO_TARGET_DIR so xtask can find it",
+            exe.display()
+        )));
+    }
+    Ok(exe)
+}
+
+/// `cargo xtask ablation [--seeds N]`: every config in `configs/ablation/` (each a variant of
+/// the multi-task run) for seeds `0..N` (default 3) into `runs/ablation/NAME-seedK`, then
+/// `agentrl compare` writes the table to `runs/ablation/table.md` and prints it.
+fn cmd_ablation(args: &[OsString]) -> Result<()> {
+    let seeds: u64 = match args {
+        [] => 3,
+        [flag, n] if flag == "--seeds" => n
+            .to_str()
+            .and_then(|n| n.parse().ok())
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Failure::new("--seeds takes a positive whole number"))?,
+        _ => return Err(Failure::new("usage: cargo xtask ablation [--seeds N]")),
+    };
+    let root = repo_root()?;
+    let dir = root.join("configs").join("ablation");
+    let mut configs: Vec<PathBuf> = fs::read_dir(&dir)
+        .map_err(|e| Failure::new(format!("reading {}: {e}", dir.display())))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    configs.sort();
+    if configs.is_empty() {
+        return Err(Failure::new(format!(
+            "no .toml config in {}",
+            dir.display()
+        )));
+    }
+    let exe = build_agentrl(&root)?;
+    let runs = root.join("runs").join("ablation");
+    for config in &configs {
+        let name = config
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        for seed in 0..seeds {
+            section(&format!("ablation: {name}, seed {seed}"));
+            let run_dir = runs.join(format!("{name}-seed{seed}"));
+            let mut demo = Command::new(&exe);
+            demo.current_dir(&root)
+                .arg("demo")
+                .arg("--config")
+                .arg(config)
+                .arg("--run-dir")
+                .arg(&run_dir)
+                .args(["--fresh", "--seed", &seed.to_string()]);
+            run("agentrl demo", &mut demo)?;
+        }
+    }
+    section("ablation: agentrl compare runs/ablation");
+    let output = Command::new(&exe)
+        .current_dir(&root)
+        .arg("compare")
+        .arg(&runs)
+        .output()
+        .map_err(|e| Failure::new(format!("running {}: {e}", exe.display())))?;
+    if !output.status.success() {
+        return Err(Failure::new(format!(
+            "agentrl compare failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    let table = String::from_utf8_lossy(&output.stdout);
+    let out = runs.join("table.md");
+    fs::write(&out, table.as_bytes())
+        .map_err(|e| Failure::new(format!("writing {}: {e}", out.display())))?;
+    println!("{table}");
+    println!("written to {}", out.display());
     Ok(())
 }
 

@@ -1,0 +1,220 @@
+//! `agentrl compare`: one Markdown table over the finished demo runs in a folder — held-out
+//! success after RL per env and overall, its change from SFT, RL time and throughput — with
+//! the seeds of a variant (run folders `NAME-seedN`) as mean ± standard deviation. It is how
+//! `cargo xtask ablation` reports.
+//!
+//! ```no_run
+//! use agentrl_trainer::compare::{CompareArgs, compare};
+//!
+//! compare(&CompareArgs { runs: "runs/ablation".into() }, &mut std::io::stdout())?;
+//! # Ok::<(), agentrl_core::Error>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use agentrl_core::{Error, Result};
+use clap::Args;
+
+use crate::metrics::read_metrics;
+
+/// `agentrl compare`: a table of the runs in a folder.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Folder whose subfolders are runs with a `summary.json` (as `agentrl demo` writes).
+    pub runs: PathBuf,
+}
+
+/// One finished run, as the table needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// Held-out success after SFT and after RL, per env.
+    pub per_task: BTreeMap<String, (f64, f64)>,
+    /// Held-out success after RL over every env's tasks.
+    pub after_rl: f64,
+    /// Held-out success after SFT over every env's tasks.
+    pub before_rl: f64,
+    /// Wall seconds of the RL phase.
+    pub rl_seconds: f64,
+    /// Mean generated tokens per second over the RL steps.
+    pub tokens_per_second: f64,
+}
+
+impl RunResult {
+    /// Reads `summary.json` and `metrics.jsonl` of the run in `dir`.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let path = dir.join("summary.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
+        let summary: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| Error::json(path.display().to_string(), e))?;
+        let number = |value: &serde_json::Value, what: &str| {
+            value.as_f64().ok_or_else(|| {
+                Error::Config(format!(
+                    "{}: `{what}` is missing or not a number",
+                    path.display()
+                ))
+            })
+        };
+        let mut per_task = BTreeMap::new();
+        if let Some(tasks) = summary["per_task"].as_object() {
+            for (env, change) in tasks {
+                let before = number(&change["before_rl"], "per_task.*.before_rl")?;
+                let after = number(&change["after_rl"], "per_task.*.after_rl")?;
+                per_task.insert(env.clone(), (before, after));
+            }
+        }
+        let records = read_metrics(&dir.join("metrics.jsonl"))?;
+        let rates: Vec<f64> = records
+            .iter()
+            .filter(|r| r["kind"] == "rl_step")
+            .filter_map(|r| r["tokens_per_second"].as_f64())
+            .collect();
+        Ok(RunResult {
+            per_task,
+            after_rl: number(&summary["eval_success_after_rl"], "eval_success_after_rl")?,
+            before_rl: number(&summary["eval_success_before_rl"], "eval_success_before_rl")?,
+            rl_seconds: number(&summary["phase_seconds"]["rl"], "phase_seconds.rl")?,
+            tokens_per_second: rates.iter().sum::<f64>() / rates.len().max(1) as f64,
+        })
+    }
+}
+
+/// The variant a run folder belongs to: its name without a trailing `-seedN`.
+pub fn variant_of(run_name: &str) -> &str {
+    match run_name.rsplit_once("-seed") {
+        Some((variant, seed)) if !seed.is_empty() && seed.bytes().all(|b| b.is_ascii_digit()) => {
+            variant
+        }
+        _ => run_name,
+    }
+}
+
+/// `mean ± std` (population standard deviation) of `values`, to `decimals` places; just the
+/// value for one run.
+fn mean_std(values: &[f64], decimals: usize) -> String {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    if values.len() < 2 {
+        return format!("{mean:.decimals$}");
+    }
+    let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+    format!("{mean:.decimals$} ± {std:.decimals$}")
+}
+
+/// The Markdown table of `runs` (run name, result), one row per variant in name order.
+pub fn table(runs: &[(String, RunResult)]) -> String {
+    let mut variants: BTreeMap<&str, Vec<&RunResult>> = BTreeMap::new();
+    for (name, result) in runs {
+        variants.entry(variant_of(name)).or_default().push(result);
+    }
+    let mut envs: Vec<&str> = runs
+        .iter()
+        .flat_map(|(_, r)| r.per_task.keys().map(String::as_str))
+        .collect();
+    envs.sort_unstable();
+    envs.dedup();
+    let mut out = String::from("| variant | seeds |");
+    for env in &envs {
+        out.push_str(&format!(" {env} |"));
+    }
+    out.push_str(" all envs | change from SFT | RL s | generated tokens/s |\n|---|---:|");
+    out.push_str(&"---:|".repeat(envs.len() + 4));
+    out.push('\n');
+    for (variant, results) in variants {
+        out.push_str(&format!("| {variant} | {} |", results.len()));
+        for env in &envs {
+            let after: Vec<f64> = results
+                .iter()
+                .filter_map(|r| r.per_task.get(*env).map(|(_, after)| *after))
+                .collect();
+            out.push_str(&format!(" {} |", mean_std(&after, 3)));
+        }
+        let column = |f: fn(&RunResult) -> f64| results.iter().map(|r| f(r)).collect::<Vec<_>>();
+        out.push_str(&format!(
+            " {} | {} | {} | {} |\n",
+            mean_std(&column(|r| r.after_rl), 3),
+            mean_std(&column(|r| r.after_rl - r.before_rl), 3),
+            mean_std(&column(|r| r.rl_seconds), 0),
+            mean_std(&column(|r| r.tokens_per_second), 0),
+        ));
+    }
+    out
+}
+
+/// Reads every run under `args.runs` that has a `summary.json` (others are skipped with a
+/// note on stderr) and writes the table to `out`.
+pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
+    let dir = &args.runs;
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("reading", dir, e))?;
+    let mut runs = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(|e| Error::io("reading", dir, e))?.path();
+        if !path.join("summary.json").is_file() {
+            if path.is_dir() {
+                eprintln!("skipping {}: no summary.json (unfinished?)", path.display());
+            }
+            continue;
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        runs.push((name, RunResult::read(&path)?));
+    }
+    if runs.is_empty() {
+        return Err(Error::Config(format!(
+            "{} holds no finished run (no subfolder with a summary.json)",
+            dir.display()
+        )));
+    }
+    runs.sort_by(|a, b| a.0.cmp(&b.0));
+    write!(out, "{}", table(&runs)).map_err(|e| Error::io("writing the table of", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(a: f64, b: f64, before: f64) -> RunResult {
+        RunResult {
+            per_task: [
+                ("a".to_string(), (before, a)),
+                ("b".to_string(), (before, b)),
+            ]
+            .into(),
+            after_rl: (a + b) / 2.0,
+            before_rl: before,
+            rl_seconds: 100.0,
+            tokens_per_second: 50.0,
+        }
+    }
+
+    #[test]
+    fn seeds_of_a_variant_become_mean_and_std() {
+        assert_eq!(variant_of("sync-seed12"), "sync");
+        assert_eq!(variant_of("no-task-norm-seed0"), "no-task-norm");
+        assert_eq!(variant_of("seedless"), "seedless");
+        assert_eq!(variant_of("x-seed"), "x-seed");
+        let runs = vec![
+            ("base-seed0".to_string(), result(0.5, 0.7, 0.2)),
+            ("base-seed1".to_string(), result(0.7, 0.9, 0.2)),
+            ("sync-seed0".to_string(), result(0.4, 0.6, 0.3)),
+        ];
+        let table = table(&runs);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| variant | seeds | a | b | all envs | change from SFT | RL s | generated tokens/s |"
+        );
+        // base: a = 0.6 ± 0.1, b = 0.8 ± 0.1, all = 0.7 ± 0.1, change 0.5 ± 0.1.
+        assert_eq!(
+            lines[2],
+            "| base | 2 | 0.600 ± 0.100 | 0.800 ± 0.100 | 0.700 ± 0.100 | 0.500 ± 0.100 | 100 ± 0 | 50 ± 0 |"
+        );
+        assert_eq!(
+            lines[3],
+            "| sync | 1 | 0.400 | 0.600 | 0.500 | 0.200 | 100 | 50 |"
+        );
+    }
+}
