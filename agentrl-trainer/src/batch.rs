@@ -72,14 +72,24 @@ pub fn pack_chunks(
 /// `trajectories` sorted by length and packed into micro-batches of at most `max_rows` rows
 /// (0: no row limit) whose padded size (rows × longest row) stays within `max_padded_tokens`
 /// (a longer trajectory gets a micro-batch of its own). Padding then stays small when lengths
-/// differ, as in a multi-task batch. Rows lose their order, so this is only for losses that
-/// treat every row alike (behaviour cloning).
+/// differ, as in a multi-task batch. A batch that fits in one micro-batch is packed as it is;
+/// otherwise rows lose their order, so this is only for losses that treat every row alike
+/// (behaviour cloning).
 pub fn pack_by_length(
     trajectories: &[&Trajectory],
     max_rows: usize,
     max_padded_tokens: usize,
     device: Device,
 ) -> Vec<PackedBatch> {
+    let longest = trajectories
+        .iter()
+        .map(|t| t.num_tokens())
+        .max()
+        .unwrap_or(0);
+    let rows = trajectories.len();
+    if rows <= 1 || ((max_rows == 0 || rows <= max_rows) && rows * longest <= max_padded_tokens) {
+        return vec![pack(trajectories, device)];
+    }
     let mut sorted: Vec<&Trajectory> = trajectories.to_vec();
     sorted.sort_by_key(|t| t.num_tokens());
     let mut chunks = Vec::new();
@@ -161,6 +171,17 @@ mod tests {
             .map(|c| c.ids.size()[0])
             .collect();
         assert_eq!(rows, [2, 2, 1], "3 4 | 5 50 | 60");
+        // A batch that fits is one micro-batch in its own order.
+        let whole = pack_by_length(&refs, 0, 300, Device::Cpu);
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].ids.size(), [5, 60]);
+        assert_eq!(whole[0].mask.sum(tch::Kind::Float).int64_value(&[]), 117);
+        assert_eq!(whole[0].ids.get(1).size(), [60]);
+        let second_row_tokens = whole[0].mask.get(1).sum(tch::Kind::Float).int64_value(&[]);
+        assert_eq!(
+            second_row_tokens, 49,
+            "row 1 is still the 50-token trajectory"
+        );
         let rows: Vec<i64> = pack_by_length(&refs, 0, 40, Device::Cpu)
             .iter()
             .map(|c| c.ids.size()[0])
