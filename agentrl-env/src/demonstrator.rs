@@ -150,3 +150,89 @@ mod tests {
         }
     }
 }
+
+/// What the env demonstrators' tests share: playing a demonstrator, success rates over a class
+/// of tasks, the reference-solver and determinism check, and the knob-error check.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use agentrl_core::{Error, Split};
+
+    use super::DemonstratorKnobs;
+    use crate::factory::{EnvFactory, Solver, SolverEpisode, run_solver_episode};
+
+    /// Episodes of `solver` on train tasks `0..n` of `factory`, in order.
+    async fn episodes_of(
+        factory: &dyn EnvFactory,
+        solver: &mut dyn Solver,
+        n: u64,
+    ) -> Vec<SolverEpisode> {
+        let mut out = Vec::new();
+        for index in 0..n {
+            let task = factory.task(Split::Train, index);
+            let episode = run_solver_episode(factory, solver, &task).await;
+            out.push(episode.expect("every demonstrator episode ends within the turn limit"));
+        }
+        out
+    }
+
+    /// Episodes of `factory`'s demonstrator with `knobs` (a JSON object) and `seed` on train
+    /// tasks `0..n`.
+    pub(crate) async fn play(
+        factory: &dyn EnvFactory,
+        knobs: serde_json::Value,
+        seed: u64,
+        n: u64,
+    ) -> Vec<SolverEpisode> {
+        let knobs: DemonstratorKnobs = knobs.as_object().cloned().unwrap_or_default();
+        let mut solver = factory.demonstrator(&knobs, seed).expect("valid knobs");
+        episodes_of(factory, solver.as_mut(), n).await
+    }
+
+    /// Success rate of `played` (train tasks `0, 1, ...`) over all of them, and over the task
+    /// indices where `affected` holds.
+    pub(crate) fn success_rates(
+        played: &[SolverEpisode],
+        affected: impl Fn(u64) -> bool,
+    ) -> (f64, f64) {
+        let mut hits = (0, 0, 0);
+        for (index, episode) in (0..).zip(played) {
+            let success = usize::from(episode.success);
+            hits.0 += success;
+            if affected(index) {
+                hits.1 += success;
+                hits.2 += 1;
+            }
+        }
+        let share = |n: usize, of: usize| n as f64 / of.max(1) as f64;
+        (share(hits.0, played.len()), share(hits.1, hits.2))
+    }
+
+    /// Without knobs the demonstrator plays 20 tasks exactly like the reference solver, and
+    /// with `knobs` the same seed plays the same episodes twice.
+    pub(crate) async fn assert_reference_without_knobs_and_repeatable(
+        factory: &dyn EnvFactory,
+        knobs: serde_json::Value,
+    ) {
+        let plain = play(factory, serde_json::json!({}), 4, 20).await;
+        let mut expert = factory.solver(0);
+        assert_eq!(plain, episodes_of(factory, expert.as_mut(), 20).await);
+        assert_eq!(
+            play(factory, knobs.clone(), 9, 20).await,
+            play(factory, knobs, 9, 20).await
+        );
+    }
+
+    /// `result` is an [`Error::Config`] naming `env` (as `` `env` ``) and containing `knob`.
+    pub(crate) fn assert_knob_error<T>(result: agentrl_core::Result<T>, env: &str, knob: &str) {
+        match result.err() {
+            Some(Error::Config(text)) => {
+                assert!(
+                    text.contains(&format!("`{env}`")) && text.contains(knob),
+                    "{text}"
+                )
+            }
+            Some(other) => panic!("not a config error: {other}"),
+            None => panic!("accepted"),
+        }
+    }
+}

@@ -161,9 +161,12 @@ impl Solver for KnowledgeDemonstrator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::factory::{EnvFactory, SolverEpisode, run_solver_episode};
+    use crate::demonstrator::test_support::{
+        assert_knob_error, assert_reference_without_knobs_and_repeatable, play, success_rates,
+    };
+    use crate::factory::SolverEpisode;
     use crate::knowledge_search::KnowledgeSearch;
-    use agentrl_core::{Error, Split};
+    use agentrl_core::Split;
     use serde_json::json;
 
     /// Number of train tasks the rates are measured on.
@@ -171,33 +174,16 @@ mod tests {
 
     /// Episodes of the demonstrator with `knobs` and `seed` on the first `n` train tasks.
     async fn episodes(knobs: serde_json::Value, seed: u64, n: u64) -> Vec<SolverEpisode> {
-        let factory = KnowledgeSearch::default();
-        let knobs = knobs.as_object().cloned().unwrap_or_default();
-        let mut solver = factory.demonstrator(&knobs, seed).unwrap();
-        let mut out = Vec::new();
-        for index in 0..n {
-            let task = factory.task(Split::Train, index);
-            let episode = run_solver_episode(&factory, solver.as_mut(), &task).await;
-            out.push(episode.unwrap());
-        }
-        out
+        play(&KnowledgeSearch::default(), knobs, seed, n).await
     }
 
     /// Success rate of `knob` at `value`: over all tasks, and over the two-hop ones.
     async fn rates(knob: &str, value: f64) -> (f64, f64) {
         let factory = KnowledgeSearch::default();
         let played = episodes(json!({ knob: value }), 2, TASKS).await;
-        let mut hits = (0, 0, 0);
-        for (index, episode) in (0..).zip(&played) {
-            let success = usize::from(episode.success);
-            hits.0 += success;
-            if factory.question(Split::Train, index).hops() > 1 {
-                hits.1 += success;
-                hits.2 += 1;
-            }
-        }
-        let share = |n: usize, of: usize| n as f64 / of.max(1) as f64;
-        (share(hits.0, played.len()), share(hits.1, hits.2))
+        success_rates(&played, |index| {
+            factory.question(Split::Train, index).hops() > 1
+        })
     }
 
     #[tokio::test]
@@ -219,19 +205,8 @@ mod tests {
 
     #[tokio::test]
     async fn without_knobs_it_is_the_reference_solver_and_seeds_repeat() {
-        let factory = KnowledgeSearch::default();
-        let mut expert = factory.solver(0);
-        let plain = episodes(json!({}), 4, 20).await;
-        for (index, episode) in (0..).zip(&plain) {
-            let task = factory.task(Split::Train, index);
-            let reference = run_solver_episode(&factory, expert.as_mut(), &task).await;
-            assert_eq!(*episode, reference.unwrap());
-        }
         let knobs = json!({ NO_SEARCH_PROB: 0.3, FIRST_HOP_ANSWER_PROB: 0.5 });
-        assert_eq!(
-            episodes(knobs.clone(), 9, 20).await,
-            episodes(knobs, 9, 20).await
-        );
+        assert_reference_without_knobs_and_repeatable(&KnowledgeSearch::default(), knobs).await;
     }
 
     #[test]
@@ -246,15 +221,11 @@ mod tests {
             ),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
-            match KnowledgeDemonstrator::from_knobs(corpus.clone(), 0, &knobs).err() {
-                Some(Error::Config(text)) => {
-                    assert!(
-                        text.contains("`knowledge-search`") && text.contains(knob),
-                        "{text}"
-                    )
-                }
-                other => panic!("not a config error: {other:?}"),
-            }
+            assert_knob_error(
+                KnowledgeDemonstrator::from_knobs(corpus.clone(), 0, &knobs),
+                "knowledge-search",
+                knob,
+            );
         }
     }
 }

@@ -102,28 +102,16 @@ fn beeline_move(grid: &Grid, pos: Pos) -> Option<Direction> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::factory::{EnvFactory, SolverEpisode, run_solver_episode};
+    use crate::demonstrator::test_support::{
+        assert_knob_error, assert_reference_without_knobs_and_repeatable, play, success_rates,
+    };
+    use crate::factory::SolverEpisode;
     use crate::maze::Maze;
-    use agentrl_core::{Error, Split};
     use serde_json::json;
 
     /// Episodes of the demonstrator with `knobs` and `seed` on the first `n` train tasks.
     async fn episodes(knobs: serde_json::Value, seed: u64, n: u64) -> Vec<SolverEpisode> {
-        let factory = Maze::default();
-        let knobs = knobs.as_object().cloned().unwrap_or_default();
-        let mut solver = factory.demonstrator(&knobs, seed).unwrap();
-        let mut out = Vec::new();
-        for index in 0..n {
-            let task = factory.task(Split::Train, index);
-            let episode = run_solver_episode(&factory, solver.as_mut(), &task).await;
-            out.push(episode.unwrap());
-        }
-        out
-    }
-
-    /// Share of successful episodes.
-    fn success_rate(episodes: &[SolverEpisode]) -> f64 {
-        episodes.iter().filter(|e| e.success).count() as f64 / episodes.len() as f64
+        play(&Maze::default(), knobs, seed, n).await
     }
 
     #[test]
@@ -149,7 +137,11 @@ mod tests {
     #[tokio::test]
     async fn beelines_fail_where_a_wall_is_in_the_way() {
         let rate = |knob: f64| async move {
-            success_rate(&episodes(json!({ BEELINE_PROB: knob }), 1, 50).await)
+            success_rates(
+                &episodes(json!({ BEELINE_PROB: knob }), 1, 50).await,
+                |_| true,
+            )
+            .0
         };
         let (off, half, on) = (rate(0.0).await, rate(0.5).await, rate(1.0).await);
         assert_eq!(off, 1.0);
@@ -159,19 +151,8 @@ mod tests {
 
     #[tokio::test]
     async fn without_knobs_it_is_the_reference_solver_and_seeds_repeat() {
-        let factory = Maze::default();
-        let mut expert = factory.solver(0);
-        let plain = episodes(json!({}), 4, 20).await;
-        for (index, episode) in plain.iter().enumerate() {
-            let task = factory.task(Split::Train, index as u64);
-            let reference = run_solver_episode(&factory, expert.as_mut(), &task).await;
-            assert_eq!(*episode, reference.unwrap());
-        }
         let knobs = json!({ BEELINE_PROB: 0.5 });
-        assert_eq!(
-            episodes(knobs.clone(), 9, 20).await,
-            episodes(knobs, 9, 20).await
-        );
+        assert_reference_without_knobs_and_repeatable(&Maze::default(), knobs).await;
     }
 
     #[test]
@@ -182,12 +163,7 @@ mod tests {
             (json!({ BEELINE_PROB: "often" }), "`beeline_prob`"),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
-            match MazeDemonstrator::from_knobs(0, &knobs).err() {
-                Some(Error::Config(text)) => {
-                    assert!(text.contains("`maze`") && text.contains(knob), "{text}")
-                }
-                other => panic!("not a config error: {other:?}"),
-            }
+            assert_knob_error(MazeDemonstrator::from_knobs(0, &knobs), "maze", knob);
         }
     }
 }

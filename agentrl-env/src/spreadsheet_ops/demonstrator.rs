@@ -121,9 +121,12 @@ fn wrong_guess(answer: i64, rng: &mut SeededRng) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::factory::{EnvFactory, SolverEpisode, run_solver_episode};
+    use crate::demonstrator::test_support::{
+        assert_knob_error, assert_reference_without_knobs_and_repeatable, play, success_rates,
+    };
+    use crate::factory::SolverEpisode;
     use crate::spreadsheet_ops::SpreadsheetOps;
-    use agentrl_core::{Error, Split};
+    use agentrl_core::Split;
     use serde_json::json;
 
     /// Number of train tasks the rates are measured on.
@@ -131,16 +134,7 @@ mod tests {
 
     /// Episodes of the demonstrator with `knobs` and `seed` on the first `n` train tasks.
     async fn episodes(knobs: serde_json::Value, seed: u64, n: u64) -> Vec<SolverEpisode> {
-        let factory = SpreadsheetOps::default();
-        let knobs = knobs.as_object().cloned().unwrap_or_default();
-        let mut solver = factory.demonstrator(&knobs, seed).unwrap();
-        let mut out = Vec::new();
-        for index in 0..n {
-            let task = factory.task(Split::Train, index);
-            let episode = run_solver_episode(&factory, solver.as_mut(), &task).await;
-            out.push(episode.unwrap());
-        }
-        out
+        play(&SpreadsheetOps::default(), knobs, seed, n).await
     }
 
     /// Success rate of `knob` at `value`: over all tasks, and over the tasks whose job
@@ -148,18 +142,10 @@ mod tests {
     async fn rates(knob: &str, value: f64, affected: fn(&Job) -> bool) -> (f64, f64) {
         let factory = SpreadsheetOps::default();
         let played = episodes(json!({ knob: value }), 2, TASKS).await;
-        let mut hits = (0, 0, 0);
-        for (index, episode) in (0..).zip(&played) {
+        success_rates(&played, |index| {
             let task = SheetTask::generate(factory.seed, Split::Train, index);
-            let success = usize::from(episode.success);
-            hits.0 += success;
-            if affected(&task.job) {
-                hits.1 += success;
-                hits.2 += 1;
-            }
-        }
-        let share = |n: usize, of: usize| n as f64 / of.max(1) as f64;
-        (share(hits.0, played.len()), share(hits.1, hits.2))
+            affected(&task.job)
+        })
     }
 
     /// Whether the job is a question.
@@ -208,19 +194,8 @@ mod tests {
 
     #[tokio::test]
     async fn without_knobs_it_is_the_reference_solver_and_seeds_repeat() {
-        let factory = SpreadsheetOps::default();
-        let mut expert = factory.solver(0);
-        let plain = episodes(json!({}), 4, 20).await;
-        for (index, episode) in (0..).zip(&plain) {
-            let task = factory.task(Split::Train, index);
-            let reference = run_solver_episode(&factory, expert.as_mut(), &task).await;
-            assert_eq!(*episode, reference.unwrap());
-        }
         let knobs = json!({ GUESS_ANSWER_PROB: 0.5, OFF_BY_ONE_PROB: 0.5 });
-        assert_eq!(
-            episodes(knobs.clone(), 9, 20).await,
-            episodes(knobs, 9, 20).await
-        );
+        assert_reference_without_knobs_and_repeatable(&SpreadsheetOps::default(), knobs).await;
     }
 
     #[test]
@@ -231,15 +206,11 @@ mod tests {
             (json!({ OFF_BY_ONE_PROB: null }), "`off_by_one_prob`"),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
-            match SpreadsheetDemonstrator::from_knobs(0, &knobs).err() {
-                Some(Error::Config(text)) => {
-                    assert!(
-                        text.contains("`spreadsheet-ops`") && text.contains(knob),
-                        "{text}"
-                    )
-                }
-                other => panic!("not a config error: {other:?}"),
-            }
+            assert_knob_error(
+                SpreadsheetDemonstrator::from_knobs(0, &knobs),
+                "spreadsheet-ops",
+                knob,
+            );
         }
     }
 }

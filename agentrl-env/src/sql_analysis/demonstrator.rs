@@ -167,9 +167,12 @@ fn wrong_guess(truth: &Truth, rng: &mut SeededRng) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::factory::{EnvFactory, SolverEpisode, run_solver_episode};
+    use crate::demonstrator::test_support::{
+        assert_knob_error, assert_reference_without_knobs_and_repeatable, play, success_rates,
+    };
+    use crate::factory::SolverEpisode;
     use crate::sql_analysis::{SqlAnalysis, check};
-    use agentrl_core::{Error, Split};
+    use agentrl_core::Split;
     use serde_json::json;
 
     /// Number of train tasks the rates are measured on.
@@ -177,34 +180,17 @@ mod tests {
 
     /// Episodes of the demonstrator with `knobs` and `seed` on the first `n` train tasks.
     async fn episodes(knobs: serde_json::Value, seed: u64, n: u64) -> Vec<SolverEpisode> {
-        let factory = SqlAnalysis::default();
-        let knobs = knobs.as_object().cloned().unwrap_or_default();
-        let mut solver = factory.demonstrator(&knobs, seed).unwrap();
-        let mut out = Vec::new();
-        for index in 0..n {
-            let task = factory.task(Split::Train, index);
-            let episode = run_solver_episode(&factory, solver.as_mut(), &task).await;
-            out.push(episode.unwrap());
-        }
-        out
+        play(&SqlAnalysis::default(), knobs, seed, n).await
     }
 
     /// Success rate of `knob` at `value`: over all tasks, and over those whose question
     /// `counting_sql` applies to.
     async fn rates(knob: &str, value: f64) -> (f64, f64) {
         let played = episodes(json!({ knob: value }), 2, TASKS).await;
-        let mut hits = (0, 0, 0);
-        for (index, episode) in (0..).zip(&played) {
+        success_rates(&played, |index| {
             let task = SqlTask::generate(0, Split::Train, index);
-            let success = usize::from(episode.success);
-            hits.0 += success;
-            if counting_sql(&task.question).is_some() {
-                hits.1 += success;
-                hits.2 += 1;
-            }
-        }
-        let share = |n: usize, of: usize| n as f64 / of.max(1) as f64;
-        (share(hits.0, played.len()), share(hits.1, hits.2))
+            counting_sql(&task.question).is_some()
+        })
     }
 
     #[tokio::test]
@@ -246,19 +232,8 @@ mod tests {
 
     #[tokio::test]
     async fn without_knobs_it_is_the_reference_solver_and_seeds_repeat() {
-        let factory = SqlAnalysis::default();
-        let mut expert = factory.solver(0);
-        let plain = episodes(json!({}), 4, 20).await;
-        for (index, episode) in (0..).zip(&plain) {
-            let task = factory.task(Split::Train, index);
-            let reference = run_solver_episode(&factory, expert.as_mut(), &task).await;
-            assert_eq!(*episode, reference.unwrap());
-        }
         let knobs = json!({ NO_QUERY_PROB: 0.3, COUNT_ROWS_PROB: 0.5 });
-        assert_eq!(
-            episodes(knobs.clone(), 9, 20).await,
-            episodes(knobs, 9, 20).await
-        );
+        assert_reference_without_knobs_and_repeatable(&SqlAnalysis::default(), knobs).await;
     }
 
     #[test]
@@ -269,15 +244,7 @@ mod tests {
             (json!({ COUNT_ROWS_PROB: "half" }), "`count_rows_prob`"),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
-            match SqlDemonstrator::from_knobs(0, &knobs).err() {
-                Some(Error::Config(text)) => {
-                    assert!(
-                        text.contains("`sql-analysis`") && text.contains(knob),
-                        "{text}"
-                    )
-                }
-                other => panic!("not a config error: {other:?}"),
-            }
+            assert_knob_error(SqlDemonstrator::from_knobs(0, &knobs), "sql-analysis", knob);
         }
     }
 }
