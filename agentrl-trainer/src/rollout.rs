@@ -50,6 +50,16 @@ pub enum EpisodeEnd {
     Cancelled,
 }
 
+impl EpisodeEnd {
+    /// The trajectory of a finished episode; `None` for a cancelled one.
+    pub fn finished(self) -> Option<Trajectory> {
+        match self {
+            EpisodeEnd::Finished(t) => Some(t),
+            EpisodeEnd::Cancelled => None,
+        }
+    }
+}
+
 /// How often a group was played again under new weights ([`run_group_on_current_weights`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Restarts {
@@ -251,13 +261,7 @@ pub async fn run_group_on_current_weights(
             .filter(|e| matches!(e, EpisodeEnd::Cancelled))
             .count();
         if cancelled == 0 {
-            let group = ends
-                .into_iter()
-                .filter_map(|e| match e {
-                    EpisodeEnd::Finished(t) => Some(t),
-                    EpisodeEnd::Cancelled => None,
-                })
-                .collect();
+            let group = ends.into_iter().filter_map(EpisodeEnd::finished).collect();
             return Ok((group, restarts));
         }
         restarts.cancelled += cancelled;
@@ -277,13 +281,7 @@ pub async fn run_many(
     params: &SamplingParams,
 ) -> Result<Vec<Trajectory>> {
     let ends = run_many_watched(ctx, tasks, params, None).await?;
-    Ok(ends
-        .into_iter()
-        .filter_map(|e| match e {
-            EpisodeEnd::Finished(t) => Some(t),
-            EpisodeEnd::Cancelled => None,
-        })
-        .collect())
+    Ok(ends.into_iter().filter_map(EpisodeEnd::finished).collect())
 }
 
 /// [`run_many`] with an optional version watch ([`run_episode_watched`]); the output keeps the
