@@ -1,6 +1,8 @@
 //! Exactness against Hugging Face transformers: in fp32, the logits of the same checkpoint agree
 //! within 1e-4 (max absolute difference) — for tiny random Llama, Qwen2 (q/k/v biases, tied
-//! embeddings) and Llama 3.1 rope-scaled checkpoints written here, and for the real SmolLM2 GGUF.
+//! embeddings) and Llama 3.1 rope-scaled checkpoints written here, for the same kinds plus YaRN
+//! and Qwen3 (q/k norms) re-saved by the installed transformers (`rope_parameters` in its
+//! `config.json`), and for the real SmolLM2 GGUF.
 //! In bf16 no two implementations agree to the bit; the bound is that our bf16 logits are about
 //! as close to the exact (fp32) logits as transformers' own bf16 logits are.
 //!
@@ -181,6 +183,131 @@ fn smollm2_gguf_bf16_is_as_close_to_exact_as_transformers_bf16() {
     let dir = path.parent().unwrap();
     let file = path.file_name().unwrap().to_str().unwrap();
     let (ours, theirs) = bf16_errors("SmolLM2 GGUF", (&vs, &mut model), dir, Some(file), &ids);
+    assert!(
+        ours <= BF16_ERROR_RATIO * theirs + 1e-3,
+        "{ours} vs {theirs}"
+    );
+}
+
+/// Has the installed transformers re-save the checkpoint in `dir` (weights in `dtype`) into a
+/// new directory, whose `config.json` is written the way that version writes it.
+fn resaved_by_transformers(dir: &Path, dtype: Dtype) -> tempfile::TempDir {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/parity/hf_resave.py");
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new(python())
+        .arg(script)
+        .arg(dir)
+        .arg(out.path())
+        .args(["--dtype", dtype.name()])
+        .output()
+        .expect("running hf_resave.py");
+    assert!(
+        status.status.success(),
+        "hf_resave.py failed: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    out
+}
+
+/// A tiny config with RoPE base `theta` (top-level: transformers re-saves it its own way).
+fn tiny_json_theta(model_type: &str, theta: f64, extra: &str) -> String {
+    tiny_json(model_type, false, extra).replace(
+        "\"rope_theta\": 10000.0",
+        &format!("\"rope_theta\": {theta:?}"),
+    )
+}
+
+/// Writes a random checkpoint of `config_json`, has transformers re-save it (fp32) and compares
+/// our logits on the re-saved directory with transformers' on it; returns the max difference.
+fn resaved_parity(seed: i64, config_json: &str, what: &str) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (vs, _model) = random_llama(seed, config_json);
+    save_single(&vs, config_json, dir.path());
+    let resaved = resaved_by_transformers(dir.path(), Dtype::F32);
+    let written = std::fs::read_to_string(resaved.path().join("config.json")).unwrap();
+    eprintln!("{what}: config.json as transformers writes it: {written}");
+    let (_vs, loaded) = Llama::load(resaved.path(), Device::Cpu).unwrap();
+    let ids = [1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11, 30, 31];
+    let theirs = hf_logits(resaved.path(), &ids, None, Dtype::F32);
+    let diff = (our_logits(&loaded, &ids) - theirs)
+        .abs()
+        .max()
+        .double_value(&[]);
+    eprintln!("{what}: max |logit diff| = {diff:e}");
+    diff
+}
+
+/// Qwen3 extras: explicit head_dim wider than hidden/heads, no biases, q/k norms.
+const QWEN3_EXTRA: &str = r#", "head_dim": 16, "attention_bias": false"#;
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn resaved_llama_rope_parameters_logits_equal_transformers() {
+    let diff = resaved_parity(
+        11,
+        &tiny_json_theta("llama", 100_000.0, ""),
+        "llama theta 1e5",
+    );
+    assert!(diff < TOLERANCE, "{diff}");
+}
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn resaved_llama31_scaling_logits_equal_transformers() {
+    let scaling = r#", "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}"#;
+    let diff = resaved_parity(
+        12,
+        &tiny_json_theta("llama", 500_000.0, scaling),
+        "llama 3.1",
+    );
+    assert!(diff < TOLERANCE, "{diff}");
+}
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn resaved_llama_yarn_logits_equal_transformers() {
+    let scaling = r#", "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+        "original_max_position_embeddings": 16}"#;
+    let diff = resaved_parity(
+        15,
+        &tiny_json_theta("llama", 10_000.0, scaling),
+        "llama yarn",
+    );
+    assert!(diff < TOLERANCE, "{diff}");
+}
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn resaved_qwen2_rope_base_1e6_logits_equal_transformers() {
+    let diff = resaved_parity(13, &tiny_json_theta("qwen2", 1e6, ""), "qwen2 theta 1e6");
+    assert!(diff < TOLERANCE, "{diff}");
+}
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn resaved_qwen3_qk_norm_logits_equal_transformers() {
+    let diff = resaved_parity(14, &tiny_json_theta("qwen3", 1e6, QWEN3_EXTRA), "qwen3");
+    assert!(diff < TOLERANCE, "{diff}");
+}
+
+#[test]
+#[ignore = "needs torch + transformers: cargo xtask parity"]
+fn resaved_bf16_qwen3_is_as_close_to_exact_as_transformers_bf16() {
+    let json = tiny_json_theta("qwen3", 1e6, QWEN3_EXTRA);
+    let dir = tempfile::tempdir().unwrap();
+    let (vs, _model) = random_llama(16, &json);
+    save_single(&vs, &json, dir.path());
+    let resaved = resaved_by_transformers(dir.path(), Dtype::Bf16);
+    let (vs, mut model) = Llama::load(resaved.path(), Device::Cpu).unwrap();
+    let ids = [1i64, 5, 9, 12, 40, 63, 2, 7, 3, 3, 8, 20, 0, 11, 30, 31];
+    let (ours, theirs) = bf16_errors(
+        "qwen3 bf16 on disk",
+        (&vs, &mut model),
+        resaved.path(),
+        None,
+        &ids,
+    );
     assert!(
         ours <= BF16_ERROR_RATIO * theirs + 1e-3,
         "{ours} vs {theirs}"

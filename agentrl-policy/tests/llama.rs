@@ -145,13 +145,13 @@ fn invalid_configs_are_rejected_with_the_field() {
     let e = LlamaConfig::from_json_str(
         &LLAMA3.replace(
             "\"rope_scaling\": null",
-            "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4}",
+            "\"rope_scaling\": {\"type\": \"longrope\", \"factor\": 4}",
         ),
         "c.json",
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("yarn"), "{e}");
+    assert!(e.contains("longrope") && e.contains("c.json"), "{e}");
     assert!(LlamaConfig::from_json_str("{\"hidden_size\": 4}", "c.json").is_err());
 }
 
@@ -403,4 +403,74 @@ fn hidden_states_are_what_the_head_projects() {
     let logits = tch::no_grad(|| m.logits(&ids()));
     let projected = tch::no_grad(|| h.linear::<Tensor>(embed, None));
     assert!(max_diff(&projected, &logits) < 1e-5);
+}
+
+/// A Qwen3-shaped config: explicit `head_dim` (q is wider than the residual stream), no q/k/v
+/// biases, per-head q/k RMSNorm, RoPE base 1e6 under transformers 5's `rope_parameters`.
+const QWEN3_TINY: &str = r#"{"model_type": "qwen3", "hidden_size": 32, "intermediate_size": 48,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+    "rms_norm_eps": 1e-6, "vocab_size": 64, "max_position_embeddings": 64,
+    "tie_word_embeddings": true, "hidden_act": "silu", "attention_bias": false,
+    "use_sliding_window": false, "sliding_window": null,
+    "layer_types": ["full_attention", "full_attention"],
+    "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}}"#;
+
+/// Writes `tensors` and `config_json` as a single-file checkpoint in `dir`.
+fn write_checkpoint(tensors: &[(String, Tensor)], config_json: &str, dir: &Path) {
+    std::fs::write(dir.join("config.json"), config_json).unwrap();
+    Tensor::write_safetensors(tensors, dir.join("model.safetensors")).unwrap();
+}
+
+#[test]
+fn qwen3_q_and_k_norms_are_loaded_and_used() {
+    let (vs, model) = random_llama(21, QWEN3_TINY);
+    assert_eq!(model.config().rope_theta, 1e6);
+    let names: Vec<String> = vs.variables().into_keys().collect();
+    assert!(names.contains(&"model.layers.1.self_attn.k_norm.weight".to_string()));
+    assert!(
+        !names.iter().any(|n| n.ends_with("q_proj.bias")),
+        "{names:?}"
+    );
+    let mut tensors: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| (n, t.detach().copy()))
+        .collect();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    let dir = tempfile::tempdir().unwrap();
+    write_checkpoint(&tensors, QWEN3_TINY, dir.path());
+    let (_vs, loaded) = Llama::load(dir.path(), Device::Cpu).unwrap();
+    let original = tch::no_grad(|| loaded.logits(&ids()));
+    assert!(max_diff(&original, &tch::no_grad(|| model.logits(&ids()))) < 1e-6);
+
+    // Other q_norm weights in the file give other logits: the norm is read and applied.
+    let q_norm = "model.layers.0.self_attn.q_norm.weight";
+    let changed: Vec<(String, Tensor)> = tensors
+        .iter()
+        .map(|(n, t)| {
+            let t = if n == q_norm { t * 1.5 + 0.3 } else { t.copy() };
+            (n.clone(), t)
+        })
+        .collect();
+    let other = tempfile::tempdir().unwrap();
+    write_checkpoint(&changed, QWEN3_TINY, other.path());
+    let (_vs, reloaded) = Llama::load(other.path(), Device::Cpu).unwrap();
+    let diff = max_diff(&original, &tch::no_grad(|| reloaded.logits(&ids())));
+    assert!(
+        diff > 1e-3,
+        "changing q_norm changed the logits by only {diff}"
+    );
+
+    // Without the tensor, the error names it.
+    let missing: Vec<(String, Tensor)> = tensors
+        .iter()
+        .filter(|(n, _)| n != q_norm)
+        .map(|(n, t)| (n.clone(), t.copy()))
+        .collect();
+    let broken = tempfile::tempdir().unwrap();
+    write_checkpoint(&missing, QWEN3_TINY, broken.path());
+    let e = Llama::load(broken.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(q_norm), "{e}");
 }

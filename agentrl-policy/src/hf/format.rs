@@ -4,7 +4,7 @@ use std::path::Path;
 
 use agentrl_core::{Message, TokenId, ToolSpec};
 
-use super::{ChatTemplate, HfError, HfTokenizer, parse_tool_calls};
+use super::{ChatTemplate, GenerationDefaults, HfError, HfTokenizer, parse_tool_calls};
 use crate::{ChatFormat, ParsedAction};
 
 /// End-of-turn tokens tried, in order, when none is given: ChatML, Llama 3, Gemma.
@@ -43,6 +43,7 @@ pub struct HfChatFormat {
     template: ChatTemplate,
     end_of_turn: String,
     stop_ids: Vec<TokenId>,
+    generation: Option<GenerationDefaults>,
 }
 
 impl HfChatFormat {
@@ -91,6 +92,7 @@ impl HfChatFormat {
             template,
             end_of_turn: end_of_turn.to_string(),
             stop_ids,
+            generation: None,
         };
         // Fail early on templates that cannot render the anchor conversations.
         format.try_render_assistant(&Message::assistant(ANCHOR_ASSISTANT))?;
@@ -98,12 +100,43 @@ impl HfChatFormat {
         Ok(format)
     }
 
-    /// Loads `tokenizer.json` and `tokenizer_config.json` from a model directory.
+    /// Loads `tokenizer.json`, the chat template (see [`ChatTemplate::from_model_dir`]) and
+    /// `generation_config.json` when present from a model directory.
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self, HfError> {
         let dir = dir.as_ref();
         let tokenizer = HfTokenizer::from_file(dir.join("tokenizer.json"))?;
-        let template = ChatTemplate::from_tokenizer_config_file(dir.join("tokenizer_config.json"))?;
-        Self::new(tokenizer, template)
+        let template = ChatTemplate::from_model_dir(dir, None)?;
+        let format = Self::new(tokenizer, template)?;
+        match GenerationDefaults::from_model_dir(dir)? {
+            Some(generation) => format.with_generation_defaults(generation),
+            None => Ok(format),
+        }
+    }
+
+    /// Attaches a model's `generation_config.json` settings: its `eos_token_id`s join the stop
+    /// ids (each must be in the vocabulary).
+    pub fn with_generation_defaults(
+        mut self,
+        generation: GenerationDefaults,
+    ) -> Result<Self, HfError> {
+        let vocab = self.tokenizer.vocab_size();
+        for &id in &generation.eos_token_ids {
+            if id as usize >= vocab {
+                return Err(HfError::Config(format!(
+                    "generation config: eos_token_id {id} is outside the vocabulary ({vocab} ids)"
+                )));
+            }
+            if !self.stop_ids.contains(&id) {
+                self.stop_ids.push(id);
+            }
+        }
+        self.generation = Some(generation);
+        Ok(self)
+    }
+
+    /// The model's `generation_config.json` settings, if it had one.
+    pub fn generation_defaults(&self) -> Option<&GenerationDefaults> {
+        self.generation.as_ref()
     }
 
     /// The tokenizer.

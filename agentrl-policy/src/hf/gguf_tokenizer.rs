@@ -164,9 +164,21 @@ impl ChatTemplate {
     /// Compiles the GGUF file's `tokenizer.chat_template`, with the BOS/EOS strings of its
     /// `tokenizer.ggml.bos_token_id` / `eos_token_id` (empty when absent).
     pub fn from_gguf(file: &GgufFile) -> Result<Self, HfError> {
-        let source = file.get_str("tokenizer.chat_template").map_err(|e| {
-            HfError::Config(format!("the GGUF file has no usable chat template: {e}"))
-        })?;
+        Self::from_gguf_with_override(file, None)
+    }
+
+    /// [`ChatTemplate::from_gguf`], with `source_override` (Jinja source) compiled instead of
+    /// the file's template when given: the file then needs no template of its own.
+    pub fn from_gguf_with_override(
+        file: &GgufFile,
+        source_override: Option<&str>,
+    ) -> Result<Self, HfError> {
+        let source = match source_override {
+            Some(source) => source,
+            None => file.get_str("tokenizer.chat_template").map_err(|e| {
+                HfError::Config(format!("the GGUF file has no usable chat template: {e}"))
+            })?,
+        };
         let tokens = file
             .get_array_str("tokenizer.ggml.tokens")
             .map_err(meta_err)?;

@@ -5,13 +5,15 @@
 //! ([`HfTokenizer::from_gguf`], [`ChatTemplate::from_gguf`]).
 
 mod format;
+mod generation;
 mod gguf_tokenizer;
 mod template;
 mod tokenizer;
 mod tool_parse;
 
 pub use format::HfChatFormat;
-pub use template::ChatTemplate;
+pub use generation::{GENERATION_CONFIG_FILE, GenerationDefaults};
+pub use template::{ChatTemplate, TEMPLATE_JINJA_FILE, TEMPLATE_JSON_FILE, TOKENIZER_CONFIG_FILE};
 pub use tokenizer::HfTokenizer;
 pub use tool_parse::{
     PYTHON_TAG, ParsedToolCalls, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_hermes_tool_calls,

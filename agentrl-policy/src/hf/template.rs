@@ -11,6 +11,12 @@ use serde_json::Value as Json;
 use super::HfError;
 
 const DEFAULT: &str = "default";
+/// The tokenizer settings file of a Hugging Face model directory.
+pub const TOKENIZER_CONFIG_FILE: &str = "tokenizer_config.json";
+/// The chat template file transformers 5 writes beside `tokenizer_config.json`.
+pub const TEMPLATE_JINJA_FILE: &str = "chat_template.jinja";
+/// The JSON chat template file (`{"chat_template": ...}`) some versions write instead.
+pub const TEMPLATE_JSON_FILE: &str = "chat_template.json";
 const TOOL_USE: &str = "tool_use";
 
 /// A compiled chat template plus the special-token strings it refers to.
@@ -52,23 +58,19 @@ impl ChatTemplate {
     /// `chat_template` may be a string or a list of `{"name", "template"}` objects; from a
     /// list, `default` (or the first one) is used, and `tool_use` when tools are given.
     pub fn from_tokenizer_config(json: &str) -> Result<Self, HfError> {
-        let config: Json = serde_json::from_str(json)
-            .map_err(|e| HfError::Config(format!("not valid JSON: {e}")))?;
-        let token = |key: &str| -> String {
-            match config.get(key) {
-                Some(Json::String(s)) => s.clone(),
-                Some(Json::Object(o)) => o
-                    .get("content")
-                    .and_then(Json::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                _ => String::new(),
-            }
-        };
-        let (bos, eos) = (token("bos_token"), token("eos_token"));
+        let config = parse_tokenizer_config(json)?;
+        let (bos, eos) = special_tokens(&config);
         match config.get("chat_template") {
-            Some(Json::String(source)) => Self::build(source, None, &bos, &eos),
-            Some(Json::Array(list)) => {
+            Some(value) => Self::from_template_value(value, &bos, &eos),
+            None => Err(HfError::Config("no chat_template".into())),
+        }
+    }
+
+    /// Compiles a `chat_template` JSON value: a string, or a list of `{"name", "template"}`.
+    fn from_template_value(value: &Json, bos: &str, eos: &str) -> Result<Self, HfError> {
+        match value {
+            Json::String(source) => Self::build(source, None, bos, eos),
+            Json::Array(list) => {
                 let mut named: Vec<(&str, &str)> = Vec::new();
                 for (i, item) in list.iter().enumerate() {
                     let name = item.get("name").and_then(Json::as_str);
@@ -89,12 +91,51 @@ impl ChatTemplate {
                     .map(|(_, s)| *s)
                     .ok_or_else(|| HfError::Config("chat_template is an empty list".into()))?;
                 let tool_use = named.iter().find(|(n, _)| *n == TOOL_USE).map(|(_, s)| *s);
-                Self::build(default, tool_use, &bos, &eos)
+                Self::build(default, tool_use, bos, eos)
             }
-            Some(_) => Err(HfError::Config(
+            _ => Err(HfError::Config(
                 "chat_template is neither a string nor a list".into(),
             )),
-            None => Err(HfError::Config("no chat_template".into())),
+        }
+    }
+
+    /// The chat template of a Hugging Face model directory, with transformers' precedence:
+    /// `source_override` (Jinja source given by the user) > `chat_template.jinja` >
+    /// `chat_template.json` (`{"chat_template": ...}`) > the `chat_template` field of
+    /// `tokenizer_config.json`. BOS/EOS strings come from `tokenizer_config.json`.
+    pub fn from_model_dir(dir: &Path, source_override: Option<&str>) -> Result<Self, HfError> {
+        let config_path = dir.join(TOKENIZER_CONFIG_FILE);
+        let in_file = |e: HfError, path: &Path| HfError::Config(format!("{}: {e}", path.display()));
+        let config = parse_tokenizer_config(&read_text(&config_path)?)
+            .map_err(|e| in_file(e, &config_path))?;
+        let (bos, eos) = special_tokens(&config);
+        if let Some(source) = source_override {
+            return Self::build(source, None, &bos, &eos);
+        }
+        let jinja = dir.join(TEMPLATE_JINJA_FILE);
+        if jinja.is_file() {
+            return Self::build(&read_text(&jinja)?, None, &bos, &eos)
+                .map_err(|e| in_file(e, &jinja));
+        }
+        let json_file = dir.join(TEMPLATE_JSON_FILE);
+        if json_file.is_file() {
+            let wrapper = parse_tokenizer_config(&read_text(&json_file)?)
+                .map_err(|e| in_file(e, &json_file))?;
+            let value = wrapper
+                .get("chat_template")
+                .ok_or_else(|| in_file(HfError::Config("no chat_template".into()), &json_file))?;
+            return Self::from_template_value(value, &bos, &eos)
+                .map_err(|e| in_file(e, &json_file));
+        }
+        match config.get("chat_template") {
+            Some(value) => {
+                Self::from_template_value(value, &bos, &eos).map_err(|e| in_file(e, &config_path))
+            }
+            None => Err(HfError::Config(format!(
+                "{}: no chat_template (and no {TEMPLATE_JINJA_FILE} or {TEMPLATE_JSON_FILE} \
+                 beside it)",
+                config_path.display()
+            ))),
         }
     }
 
@@ -199,6 +240,36 @@ impl ChatTemplate {
 }
 
 /// A message as the template sees it: OpenAI JSON with `content: ""` instead of `null`.
+/// Parses a JSON object file's text (`tokenizer_config.json`, `chat_template.json`).
+fn parse_tokenizer_config(json: &str) -> Result<Json, HfError> {
+    serde_json::from_str(json).map_err(|e| HfError::Config(format!("not valid JSON: {e}")))
+}
+
+/// The BOS and EOS strings of a tokenizer config (plain strings or `{"content": ...}` objects;
+/// empty when absent).
+fn special_tokens(config: &Json) -> (String, String) {
+    let token = |key: &str| -> String {
+        match config.get(key) {
+            Some(Json::String(s)) => s.clone(),
+            Some(Json::Object(o)) => o
+                .get("content")
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            _ => String::new(),
+        }
+    };
+    (token("bos_token"), token("eos_token"))
+}
+
+/// Reads a text file, the error naming it.
+fn read_text(path: &Path) -> Result<String, HfError> {
+    std::fs::read_to_string(path).map_err(|source| HfError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
 fn message_json(message: &Message) -> Json {
     let mut value = serde_json::to_value(message).unwrap_or(Json::Null);
     if let Some(obj) = value.as_object_mut()
@@ -381,5 +452,73 @@ mod tests {
             strftime("%Y-%m-%d %H:%M:%S %A %j %%", 1_709_210_096),
             "2024-02-29 12:34:56 Thursday 060 %"
         );
+    }
+}
+
+#[cfg(test)]
+mod dir_tests {
+    use super::*;
+
+    /// Writes `files` into a fresh directory and returns it.
+    fn model_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).expect("write test file");
+        }
+        dir
+    }
+
+    /// Which template a directory resolves to: the render of one user message.
+    fn rendered(dir: &Path, source_override: Option<&str>) -> String {
+        let template = ChatTemplate::from_model_dir(dir, source_override).expect("template");
+        template
+            .render(&[Message::user("x")], &[], false)
+            .expect("render")
+    }
+
+    const CONFIG_WITH: &str =
+        r#"{"bos_token": "<s>", "eos_token": "</s>", "chat_template": "config{{ bos_token }}"}"#;
+    const CONFIG_WITHOUT: &str = r#"{"bos_token": "<s>", "eos_token": {"content": "</s>"}}"#;
+    const JSON_FILE: &str = r#"{"chat_template": [{"name": "default", "template": "json"},
+        {"name": "tool_use", "template": "tools"}]}"#;
+
+    #[test]
+    fn precedence_is_override_then_jinja_then_json_then_config() {
+        let all = model_dir(&[
+            (TOKENIZER_CONFIG_FILE, CONFIG_WITH),
+            (TEMPLATE_JINJA_FILE, "jinja{{ eos_token }}"),
+            (TEMPLATE_JSON_FILE, JSON_FILE),
+        ]);
+        assert_eq!(rendered(all.path(), Some("override")), "override");
+        assert_eq!(rendered(all.path(), None), "jinja</s>");
+        let json = model_dir(&[
+            (TOKENIZER_CONFIG_FILE, CONFIG_WITH),
+            (TEMPLATE_JSON_FILE, JSON_FILE),
+        ]);
+        assert_eq!(rendered(json.path(), None), "json");
+        let config = model_dir(&[(TOKENIZER_CONFIG_FILE, CONFIG_WITH)]);
+        assert_eq!(rendered(config.path(), None), "config<s>");
+    }
+
+    #[test]
+    fn transformers5_directory_without_config_template_loads() {
+        let dir = model_dir(&[
+            (TOKENIZER_CONFIG_FILE, CONFIG_WITHOUT),
+            (
+                TEMPLATE_JINJA_FILE,
+                "{{ messages[0].content }}{{ eos_token }}",
+            ),
+        ]);
+        assert_eq!(rendered(dir.path(), None), "x</s>");
+    }
+
+    #[test]
+    fn override_helps_a_directory_without_any_template() {
+        let dir = model_dir(&[(TOKENIZER_CONFIG_FILE, CONFIG_WITHOUT)]);
+        let Err(e) = ChatTemplate::from_model_dir(dir.path(), None) else {
+            panic!("a directory without a template loaded");
+        };
+        assert!(e.to_string().contains("no chat_template"), "{e}");
+        assert_eq!(rendered(dir.path(), Some("{{ bos_token }}!")), "<s>!");
     }
 }

@@ -5,39 +5,13 @@ use std::path::Path;
 
 use agentrl_core::{Error, Result};
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
 
-/// Rotary-embedding scaling as written in `config.json` under `rope_scaling`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RopeScaling {
-    /// Scaling method (`"default"`, `"linear"` or `"llama3"` are supported).
-    #[serde(default)]
-    pub rope_type: Option<String>,
-    /// Older spelling of `rope_type`.
-    #[serde(default, rename = "type")]
-    pub legacy_type: Option<String>,
-    /// Frequency division factor.
-    #[serde(default)]
-    pub factor: Option<f64>,
-    /// Llama 3: wavelength factor below which frequencies are fully scaled.
-    #[serde(default)]
-    pub low_freq_factor: Option<f64>,
-    /// Llama 3: wavelength factor above which frequencies are kept.
-    #[serde(default)]
-    pub high_freq_factor: Option<f64>,
-    /// Llama 3: context length the model was pre-trained with.
-    #[serde(default)]
-    pub original_max_position_embeddings: Option<f64>,
-}
+pub use super::rope::RopeScaling;
+use super::rope::{DEFAULT_ROPE_THETA, read_config_rope, rope_frequencies};
 
-impl RopeScaling {
-    /// The scaling method's name (`rope_type`, else `type`, else `"default"`).
-    pub fn method(&self) -> &str {
-        self.rope_type
-            .as_deref()
-            .or(self.legacy_type.as_deref())
-            .unwrap_or("default")
-    }
-}
+/// The `model_type`s whose architecture [`super::Llama`] implements.
+pub const SUPPORTED_MODEL_TYPES: [&str; 4] = ["llama", "qwen2", "qwen3", "mistral"];
 
 /// Shape of a [`super::Llama`], deserialised from a Hugging Face `config.json` (unknown fields
 /// are ignored).
@@ -63,10 +37,11 @@ pub struct LlamaConfig {
     /// Epsilon of the RMS norms.
     #[serde(default = "default_rms_norm_eps")]
     pub rms_norm_eps: f64,
-    /// Base of the rotary frequencies.
+    /// Base of the rotary frequencies (from `rope_parameters.rope_theta` or the top-level
+    /// `rope_theta` when read by [`LlamaConfig::from_json_str`]).
     #[serde(default = "default_rope_theta")]
     pub rope_theta: f64,
-    /// Optional rotary scaling.
+    /// Optional rotary scaling (from `rope_parameters` or `rope_scaling`).
     #[serde(default)]
     pub rope_scaling: Option<RopeScaling>,
     /// Vocabulary size.
@@ -89,16 +64,27 @@ fn default_rms_norm_eps() -> f64 {
 }
 
 fn default_rope_theta() -> f64 {
-    10_000.0
+    DEFAULT_ROPE_THETA
 }
 
 impl LlamaConfig {
-    /// Parses and validates a `config.json` text; `origin` names it in errors.
+    /// Parses and validates a `config.json` text; `origin` names it in errors. The RoPE comes
+    /// from `rope_parameters` (transformers 5) or the older `rope_theta` and `rope_scaling`;
+    /// switches that change the maths and that the decoder does not implement are errors.
     pub fn from_json_str(text: &str, origin: &str) -> Result<Self> {
-        let config: LlamaConfig = serde_json::from_str(text).map_err(|source| Error::Json {
+        let json = |source| Error::Json {
             context: origin.to_string(),
             source,
-        })?;
+        };
+        let root: Json = serde_json::from_str(text).map_err(json)?;
+        let Some(object) = root.as_object() else {
+            return Err(Error::Config(format!("{origin}: not a JSON object")));
+        };
+        let mut config: LlamaConfig = serde_json::from_value(root.clone()).map_err(json)?;
+        check_unsupported_switches(object, config.model_type.as_deref(), origin)?;
+        let rope = read_config_rope(object, config.max_position_embeddings, origin)?;
+        config.rope_theta = rope.theta;
+        config.rope_scaling = rope.scaling;
         config.validate().map_err(|e| match e {
             Error::Config(m) => Error::Config(format!("{origin}: {m}")),
             other => other,
@@ -132,12 +118,18 @@ impl LlamaConfig {
         self.model_type.as_deref() == Some("qwen2")
     }
 
+    /// Whether this is a Qwen3 model: RMSNorm over each head of q and k before RoPE.
+    pub fn qk_norm(&self) -> bool {
+        self.model_type.as_deref() == Some("qwen3")
+    }
+
     /// Whether the q, k and v projections carry biases (Qwen2, or `attention_bias: true`).
     pub fn qkv_bias(&self) -> bool {
         self.is_qwen2() || self.attention_bias == Some(true)
     }
 
-    /// Whether the output projection carries a bias (`attention_bias: true`, never for Qwen2).
+    /// Whether the output projection carries a bias (`attention_bias: true`, never for Qwen2;
+    /// Qwen3 puts `attention_bias` on all four projections).
     pub fn o_bias(&self) -> bool {
         !self.is_qwen2() && self.attention_bias == Some(true)
     }
@@ -190,62 +182,150 @@ impl LlamaConfig {
         {
             return bad(format!("hidden_act `{act}` is not supported (only silu)"));
         }
+        if let Some(t) = &self.model_type
+            && !SUPPORTED_MODEL_TYPES.contains(&t.as_str())
+        {
+            return bad(format!(
+                "model_type `{t}` is not supported (only {SUPPORTED_MODEL_TYPES:?})"
+            ));
+        }
         if let Some(s) = &self.rope_scaling {
-            let factor_ok = |f: Option<f64>| f.is_some_and(|f| f > 0.0 && f.is_finite());
-            match s.method() {
-                "default" => {}
-                "linear" if factor_ok(s.factor) => {}
-                "llama3"
-                    if factor_ok(s.factor)
-                        && factor_ok(s.low_freq_factor)
-                        && factor_ok(s.high_freq_factor)
-                        && factor_ok(s.original_max_position_embeddings)
-                        && s.high_freq_factor > s.low_freq_factor => {}
-                "linear" | "llama3" => {
-                    return bad(format!(
-                        "rope_scaling `{}` lacks valid factors: {s:?}",
-                        s.method()
-                    ));
-                }
-                other => return bad(format!("rope_scaling type `{other}` is not supported")),
-            }
+            s.validate()
+                .map_err(|m| Error::Config(format!("llama config: {m}")))?;
         }
         Ok(())
     }
 
     /// Rotary inverse frequencies, `head_size / 2` of them, with `rope_scaling` applied.
     pub fn inv_freq(&self) -> Vec<f64> {
-        let hd = self.head_size();
-        let base: Vec<f64> = (0..hd / 2)
-            .map(|i| self.rope_theta.powf(-((2 * i) as f64) / hd as f64))
-            .collect();
-        let Some(s) = &self.rope_scaling else {
-            return base;
-        };
-        let factor = s.factor.unwrap_or(1.0);
-        match s.method() {
-            "linear" => base.iter().map(|f| f / factor).collect(),
-            "llama3" => {
-                let low = s.low_freq_factor.unwrap_or(1.0);
-                let high = s.high_freq_factor.unwrap_or(4.0);
-                let old_ctx = s.original_max_position_embeddings.unwrap_or(8192.0);
-                let low_wavelen = old_ctx / low;
-                let high_wavelen = old_ctx / high;
-                base.iter()
-                    .map(|&f| {
-                        let wavelen = 2.0 * std::f64::consts::PI / f;
-                        if wavelen < high_wavelen {
-                            f
-                        } else if wavelen > low_wavelen {
-                            f / factor
-                        } else {
-                            let smooth = (old_ctx / wavelen - low) / (high - low);
-                            (1.0 - smooth) * f / factor + smooth * f
-                        }
-                    })
-                    .collect()
-            }
-            _ => base,
+        self.rope().inv_freq
+    }
+
+    /// The factor transformers multiplies cos and sin by (YaRN's attention factor, else 1).
+    pub fn rope_attention_scaling(&self) -> f64 {
+        self.rope().attention_scaling
+    }
+
+    fn rope(&self) -> super::rope::RopeFrequencies {
+        rope_frequencies(
+            self.rope_theta,
+            self.head_size(),
+            self.rope_scaling.as_ref(),
+            self.max_position_embeddings,
+        )
+    }
+}
+
+/// Errors on `config.json` switches that change the maths and that the decoder does not
+/// implement (`mlp_bias`, sliding windows, non-full attention layers, logit soft-capping).
+fn check_unsupported_switches(
+    root: &Map<String, Json>,
+    model_type: Option<&str>,
+    origin: &str,
+) -> Result<()> {
+    let refuse = |key: &str, why: &str| {
+        Err(Error::Config(format!(
+            "{origin}: `{key}` is not supported: {why}"
+        )))
+    };
+    let get = |key: &str| root.get(key).filter(|v| !v.is_null());
+    if get("mlp_bias").is_some_and(|v| v != &Json::Bool(false)) {
+        return refuse("mlp_bias", "the MLP projections have no biases here");
+    }
+    if get("use_sliding_window").is_some_and(|v| v != &Json::Bool(false)) {
+        return refuse(
+            "use_sliding_window",
+            "attention is always over the whole context",
+        );
+    }
+    // Qwen2/Qwen3 write a `sliding_window` size that only `use_sliding_window` turns on.
+    let window_needs_switch = matches!(model_type, Some("qwen2" | "qwen3"));
+    if !window_needs_switch && get("sliding_window").is_some() {
+        return refuse(
+            "sliding_window",
+            "attention is always over the whole context",
+        );
+    }
+    if let Some(types) = get("layer_types") {
+        let all_full = types
+            .as_array()
+            .is_some_and(|l| l.iter().all(|t| t.as_str() == Some("full_attention")));
+        if !all_full {
+            return refuse("layer_types", "every layer must be `full_attention`");
         }
+    }
+    for key in ["attn_logit_softcapping", "final_logit_softcapping"] {
+        if get(key).is_some() {
+            return refuse(key, "logits are not soft-capped here");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_json(extra: &str) -> String {
+        format!(
+            r#"{{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 64,
+            "max_position_embeddings": 64{extra}}}"#
+        )
+    }
+
+    #[test]
+    fn transformers5_rope_parameters_set_the_base() {
+        let json =
+            config_json(r#", "rope_parameters": {"rope_theta": 100000.0, "rope_type": "default"}"#);
+        let config = LlamaConfig::from_json_str(&json, "m/config.json").expect("valid");
+        assert_eq!(config.rope_theta, 100_000.0);
+        assert_eq!(config.inv_freq()[1], 100_000f64.powf(-2.0 / 8.0));
+        assert_eq!(config.rope_attention_scaling(), 1.0);
+    }
+
+    #[test]
+    fn unsupported_switches_are_errors_naming_the_key_and_file() {
+        let cases = [
+            (r#", "mlp_bias": true"#, "`mlp_bias`"),
+            (r#", "sliding_window": 4096"#, "`sliding_window`"),
+            (r#", "use_sliding_window": true"#, "`use_sliding_window`"),
+            (
+                r#", "layer_types": ["full_attention", "sliding_attention"]"#,
+                "`layer_types`",
+            ),
+            (
+                r#", "final_logit_softcapping": 30.0"#,
+                "`final_logit_softcapping`",
+            ),
+        ];
+        for (extra, needle) in cases {
+            let Err(e) = LlamaConfig::from_json_str(&config_json(extra), "m/config.json") else {
+                panic!("{extra} was accepted");
+            };
+            let message = e.to_string();
+            assert!(
+                message.contains(needle) && message.contains("m/config.json"),
+                "{message}"
+            );
+        }
+        let gemma = config_json("").replace("\"llama\"", "\"gemma\"");
+        let Err(e) = LlamaConfig::from_json_str(&gemma, "m/config.json") else {
+            panic!("gemma was accepted");
+        };
+        assert!(e.to_string().contains("model_type `gemma`"), "{e}");
+    }
+
+    #[test]
+    fn disabled_switches_are_accepted() {
+        let qwen = config_json(
+            r#", "sliding_window": 32768, "use_sliding_window": false, "mlp_bias": false,
+            "layer_types": ["full_attention", "full_attention"]"#,
+        )
+        .replace("\"llama\"", "\"qwen2\"");
+        LlamaConfig::from_json_str(&qwen, "q/config.json").expect("disabled window");
+        let mistral =
+            config_json(r#", "sliding_window": null"#).replace("\"llama\"", "\"mistral\"");
+        LlamaConfig::from_json_str(&mistral, "m/config.json").expect("no window");
     }
 }

@@ -5,7 +5,8 @@
 //! llama.cpp names tensors differently (`blk.N.attn_q.weight` for
 //! `model.layers.N.self_attn.q_proj.weight`, ...) and, for the `llama` architecture, stores the
 //! rows of the Q and K projections permuted for its RoPE layout; the loader undoes that with
-//! [`crate::gguf::unpermute_llama_qk`]. Qwen2 files keep the Hugging Face row order.
+//! [`crate::gguf::unpermute_llama_qk`]. Qwen2 and Qwen3 files keep the Hugging Face row order;
+//! Qwen3's per-head q/k norms are `blk.N.attn_q_norm.weight` and `blk.N.attn_k_norm.weight`.
 
 use agentrl_core::{Error, Result};
 
@@ -13,7 +14,7 @@ use super::config::{LlamaConfig, RopeScaling};
 use crate::gguf::{GgufError, GgufFile};
 
 /// Architectures (`general.architecture`) that [`gguf_config`] accepts.
-pub const GGUF_ARCHITECTURES: [&str; 2] = ["llama", "qwen2"];
+pub const GGUF_ARCHITECTURES: [&str; 3] = ["llama", "qwen2", "qwen3"];
 
 /// Turns a GGUF reader error into the workspace error type (the message names the file).
 fn gguf_err(e: GgufError) -> Error {
@@ -78,9 +79,7 @@ pub fn gguf_config(file: &GgufFile) -> Result<LlamaConfig> {
                     file.get_f64(&key("rope.scaling.factor"))
                         .map_err(gguf_err)?,
                 ),
-                low_freq_factor: None,
-                high_freq_factor: None,
-                original_max_position_embeddings: None,
+                ..RopeScaling::default()
             }),
             other => {
                 return Err(Error::Config(format!(
@@ -153,7 +152,7 @@ pub(crate) mod tch_load {
 
     /// Every (GGUF name, Hugging Face name) pair the model of `config` needs.
     pub(crate) fn tensor_map(config: &LlamaConfig) -> Vec<Entry> {
-        let llama_perm = config.model_type.as_deref() != Some("qwen2");
+        let llama_perm = !matches!(config.model_type.as_deref(), Some("qwen2" | "qwen3"));
         let q_rows = if llama_perm {
             Rows::Unpermute(config.num_attention_heads)
         } else {
@@ -188,6 +187,10 @@ pub(crate) mod tch_load {
             add("attn_k.weight", "self_attn.k_proj.weight", k_rows);
             add("attn_v.weight", "self_attn.v_proj.weight", Rows::Keep);
             add("attn_output.weight", "self_attn.o_proj.weight", Rows::Keep);
+            if config.qk_norm() {
+                add("attn_q_norm.weight", "self_attn.q_norm.weight", Rows::Keep);
+                add("attn_k_norm.weight", "self_attn.k_norm.weight", Rows::Keep);
+            }
             if config.qkv_bias() {
                 add("attn_q.bias", "self_attn.q_proj.bias", q_rows);
                 add("attn_k.bias", "self_attn.k_proj.bias", k_rows);
@@ -272,7 +275,7 @@ pub(crate) mod tch_load {
     }
 
     impl Llama {
-        /// Loads a llama.cpp GGUF file (architecture `llama` or `qwen2`) as f32 onto `device`:
+        /// Loads a llama.cpp GGUF file (architecture `llama`, `qwen2` or `qwen3`) as f32 onto `device`:
         /// returns the VarStore (Hugging Face variable names), the model and its config.
         pub fn load_gguf(
             path: impl AsRef<Path>,

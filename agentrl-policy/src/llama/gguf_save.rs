@@ -22,12 +22,12 @@ pub enum GgufPrecision {
     F16,
 }
 
-/// The GGUF architecture name of `config`: `qwen2` for Qwen2 models, else `llama`.
+/// The GGUF architecture name of `config`: `qwen2` or `qwen3` for those models, else `llama`.
 fn architecture(config: &LlamaConfig) -> &'static str {
-    if config.model_type.as_deref() == Some("qwen2") {
-        "qwen2"
-    } else {
-        "llama"
+    match config.model_type.as_deref() {
+        Some("qwen2") => "qwen2",
+        Some("qwen3") => "qwen3",
+        _ => "llama",
     }
 }
 

@@ -22,8 +22,9 @@ pub mod lora;
 pub mod model;
 #[cfg(feature = "tch")]
 pub mod peft;
+pub mod rope;
 
-pub use config::{LlamaConfig, RopeScaling};
+pub use config::LlamaConfig;
 pub use dtype::Dtype;
 pub use gguf_load::gguf_config;
 #[cfg(feature = "tch")]
@@ -39,3 +40,4 @@ pub use peft::{
     ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, adapter_weights, load_adapter_weights,
     read_peft_config, save_adapters,
 };
+pub use rope::{RopeFrequencies, RopeScaling, rope_frequencies};

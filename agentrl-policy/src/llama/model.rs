@@ -16,6 +16,8 @@ pub(super) struct Layer {
     pub(super) k_proj: Proj,
     pub(super) v_proj: Proj,
     pub(super) o_proj: Proj,
+    /// Qwen3: RMSNorm weights `[head_dim]` applied to each query and key head before RoPE.
+    qk_norm: Option<(Tensor, Tensor)>,
     post_norm: Tensor,
     pub(super) gate_proj: Proj,
     pub(super) up_proj: Proj,
@@ -34,6 +36,8 @@ pub struct Llama {
     lm_head: Option<Tensor>,
     /// Rotary inverse frequencies `[head_dim / 2]`.
     inv_freq: Tensor,
+    /// The factor cos and sin are multiplied by (YaRN's attention factor, else 1).
+    rope_scaling: f64,
     device: Device,
     /// The attached LoRA adapters' settings, if any (see [`Llama::attach_lora`]).
     pub(super) lora: Option<super::lora::LoraConfig>,
@@ -78,6 +82,7 @@ impl Llama {
         let embed_tokens =
             (&model / "embed_tokens").var("weight", &[config.vocab_size as i64, d], init);
         let norm_weight = |p: nn::Path| p.var("weight", &[d], nn::Init::Const(1.0));
+        let head_norm_weight = |p: nn::Path| p.var("weight", &[hd], nn::Init::Const(1.0));
         let layers = (0..config.num_hidden_layers)
             .map(|i| {
                 let p = &model / "layers" / i;
@@ -89,6 +94,12 @@ impl Llama {
                     k_proj: Proj::linear(&a / "k_proj", d, kv_out, lin(config.qkv_bias())),
                     v_proj: Proj::linear(&a / "v_proj", d, kv_out, lin(config.qkv_bias())),
                     o_proj: Proj::linear(&a / "o_proj", q_out, d, lin(config.o_bias())),
+                    qk_norm: config.qk_norm().then(|| {
+                        (
+                            head_norm_weight(&a / "q_norm"),
+                            head_norm_weight(&a / "k_norm"),
+                        )
+                    }),
                     post_norm: norm_weight(&p / "post_attention_layernorm"),
                     gate_proj: Proj::linear(&m / "gate_proj", d, ffn, lin(false)),
                     up_proj: Proj::linear(&m / "up_proj", d, ffn, lin(false)),
@@ -102,6 +113,7 @@ impl Llama {
         let inv: Vec<f32> = config.inv_freq().iter().map(|&f| f as f32).collect();
         Ok(Llama {
             inv_freq: Tensor::from_slice(&inv).to(vs.device()),
+            rope_scaling: config.rope_attention_scaling(),
             embed_tokens,
             layers,
             norm,
@@ -166,21 +178,20 @@ impl Llama {
         // [B, 1, T, hd/2], broadcast over heads.
         let angles = positions.to_kind(Kind::Float).unsqueeze(-1) * self.inv_freq.view([1, 1, -1]);
         let kind = x.kind();
-        let cos = angles.cos().unsqueeze(1).to_kind(kind);
-        let sin = angles.sin().unsqueeze(1).to_kind(kind);
+        let scale = self.rope_scaling;
+        let cos = (angles.cos() * scale).unsqueeze(1).to_kind(kind);
+        let sin = (angles.sin() * scale).unsqueeze(1).to_kind(kind);
         let bias = bias.map(|b| b.to_kind(kind));
         for (i, layer) in self.layers.iter().enumerate() {
             let hn = rms_norm(&x, &layer.input_norm, eps);
-            let q = layer
-                .q_proj
-                .forward(&hn)
-                .view([b, t, h, hd])
-                .transpose(1, 2);
-            let k = layer
-                .k_proj
-                .forward(&hn)
-                .view([b, t, kv, hd])
-                .transpose(1, 2);
+            let mut q = layer.q_proj.forward(&hn).view([b, t, h, hd]);
+            let mut k = layer.k_proj.forward(&hn).view([b, t, kv, hd]);
+            if let Some((q_norm, k_norm)) = &layer.qk_norm {
+                q = rms_norm(&q, q_norm, eps);
+                k = rms_norm(&k, k_norm, eps);
+            }
+            let q = q.transpose(1, 2);
+            let k = k.transpose(1, 2);
             let mut v = layer
                 .v_proj
                 .forward(&hn)

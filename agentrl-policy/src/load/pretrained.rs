@@ -8,7 +8,7 @@ use agentrl_core::{Error, Result};
 use tch::{Device, nn};
 
 use crate::gguf::GgufFile;
-use crate::hf::{ChatTemplate, HfChatFormat, HfError, HfTokenizer};
+use crate::hf::{ChatTemplate, GenerationDefaults, HfChatFormat, HfError, HfTokenizer};
 use crate::llama::{Dtype, Llama};
 
 /// Whether `path` names a GGUF file (by extension).
@@ -49,29 +49,37 @@ fn check_model_path(path: &Path) -> Result<()> {
 
 /// Loads the chat format (tokenizer and template) of a `.gguf` file or a Hugging Face
 /// directory; `template`, when given, is Jinja source used instead of the model's own template
-/// (keeping the model's BOS/EOS tokens).
+/// (keeping the model's BOS/EOS tokens), so a model without a template of its own loads. A
+/// directory's template is `chat_template.jinja`, else `chat_template.json`, else the field of
+/// `tokenizer_config.json` (see [`ChatTemplate::from_model_dir`]); the `eos_token_id`s of its
+/// `generation_config.json` join the stop ids.
 pub fn load_chat_format(path: &Path, template: Option<&str>) -> Result<HfChatFormat> {
     check_model_path(path)?;
     let hf = |e: HfError| Error::Policy(format!("{}: {e}", path.display()));
-    let (tokenizer, own) = if is_gguf(path) {
+    let overridden = |e: HfError| match template {
+        Some(_) => Error::Config(format!("the chat template override: {e}")),
+        None => hf(e),
+    };
+    let (tokenizer, template) = if is_gguf(path) {
         let file = GgufFile::open(path).map_err(|e| Error::Policy(e.to_string()))?;
         (
             HfTokenizer::from_gguf(&file).map_err(hf)?,
-            ChatTemplate::from_gguf(&file).map_err(hf)?,
+            ChatTemplate::from_gguf_with_override(&file, template).map_err(overridden)?,
         )
     } else {
         (
             HfTokenizer::from_file(path.join("tokenizer.json")).map_err(hf)?,
-            ChatTemplate::from_tokenizer_config_file(path.join("tokenizer_config.json"))
-                .map_err(hf)?,
+            ChatTemplate::from_model_dir(path, template).map_err(overridden)?,
         )
     };
-    let template = match template {
-        Some(source) => ChatTemplate::new(source, own.bos_token(), own.eos_token())
-            .map_err(|e| Error::Config(format!("the chat template override: {e}")))?,
-        None => own,
-    };
-    HfChatFormat::new(tokenizer, template).map_err(hf)
+    let format = HfChatFormat::new(tokenizer, template).map_err(hf)?;
+    if is_gguf(path) {
+        return Ok(format);
+    }
+    match GenerationDefaults::from_model_dir(path).map_err(hf)? {
+        Some(generation) => format.with_generation_defaults(generation).map_err(hf),
+        None => Ok(format),
+    }
 }
 
 /// Loads the weights of a `.gguf` file or a Hugging Face checkpoint (directory, `.safetensors`

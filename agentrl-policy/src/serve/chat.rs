@@ -1,7 +1,8 @@
 //! `agentrl chat --model PATH "PROMPT"`: renders one user message with the model's own chat
 //! template, generates a reply greedily and prints it. The model is a llama.cpp `.gguf` file
 //! (weights, tokenizer and template all come from it) or a Hugging Face directory
-//! (`config.json`, safetensors weights, `tokenizer.json`, `tokenizer_config.json`).
+//! (`config.json`, safetensors weights, `tokenizer.json`, `tokenizer_config.json`). A directory's
+//! `generation_config.json` sampling defaults are printed on stderr, one line, at start.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -73,6 +74,9 @@ pub fn reply(
 /// Runs `agentrl chat`, writing the reply and a newline to `out` (the binary passes stdout).
 pub fn run(args: &ChatArgs, out: &mut dyn Write) -> Result<()> {
     let (model, format) = load_chat_model(&args.model, args.dtype)?;
+    if let Some(generation) = format.generation_defaults() {
+        eprintln!("generation_config.json defaults: {}", generation.summary());
+    }
     let text = reply(&model, &format, &args.prompt, args.max_new_tokens)?;
     writeln!(out, "{text}").map_err(|e| Error::Policy(format!("writing the reply: {e}")))
 }
