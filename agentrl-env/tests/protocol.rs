@@ -614,3 +614,43 @@ fn a_dead_server_mid_episode_is_a_clear_env_error() {
         );
     });
 }
+
+/// Hostile bodies: 100 MB is refused with 413 before it is read whole, a 10,000-deep JSON
+/// array is a 400 (not a stack overflow), and the server answers normally afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_and_deeply_nested_bodies_are_4xx_and_the_server_survives() {
+    use reqwest::Method;
+    let (addr, handle) = arith_server(ServerConfig::default()).await;
+    let base = format!("http://{addr}");
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let huge = vec![b' '; 100 << 20];
+    match http
+        .post(format!("{base}/api/start_sample"))
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+    {
+        Ok(resp) => assert_eq!(resp.status(), 413, "a 100 MB body"),
+        // The server may answer 413 and close before the client has sent everything.
+        Err(e) => assert!(e.is_request() || e.is_body(), "a 100 MB body: {e}"),
+    }
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    for route in ["/api/start_sample", "/api/interact"] {
+        let answer = raw_text(
+            Method::POST,
+            format!("{base}{route}"),
+            Some("1"),
+            None,
+            Some(&deep),
+        )
+        .await;
+        assert!(
+            (400..500).contains(&answer.0),
+            "{route} with a 10,000-deep array: {answer:?}"
+        );
+    }
+    let session = start(&http, &base, json!({"name": "arith-calc", "index": 0})).await;
+    assert!(!session.is_empty());
+    drop(handle);
+}

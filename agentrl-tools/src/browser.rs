@@ -75,10 +75,11 @@ impl Browser {
 
     /// A browser with an empty history that may visit URLs under `allow`, within `limits`.
     pub fn new(allow: UrlAllowlist, limits: WebLimits) -> Self {
+        let client = web_client(&allow);
         Browser {
             allow,
             limits,
-            client: web_client(),
+            client,
             state: Arc::new(Mutex::new(BrowserState::default())),
         }
     }

@@ -29,10 +29,11 @@ impl HttpTool {
 
     /// A tool that may reach URLs under `allow`, within `limits`.
     pub fn new(allow: UrlAllowlist, limits: WebLimits) -> Self {
+        let client = web_client(&allow);
         HttpTool {
             allow,
             limits,
-            client: web_client(),
+            client,
         }
     }
 }

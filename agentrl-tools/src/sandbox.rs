@@ -1,13 +1,16 @@
 //! A bubblewrap sandbox for model-written commands: no network, a read-only system, the session
 //! workspace read-write at [`WORKSPACE_INSIDE`] (also the working directory), private `/tmp`,
-//! `/proc` and `/dev`, CPU-time, memory and file-size limits, a wall-clock limit enforced from
-//! Rust and capped output. When the sandbox cannot be built the command is never run.
+//! `/proc` and `/dev`, all capabilities dropped, CPU-time, memory, file-size and process
+//! limits, an unprivileged user of its own when the host is root ([`SandboxUser`]), a
+//! wall-clock limit enforced from Rust and capped output. When the sandbox cannot be built the
+//! command is never run.
 
 mod capture;
 mod command;
 mod config;
 mod error;
 mod outcome;
+mod user;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -21,6 +24,7 @@ pub use command::WORKSPACE_INSIDE;
 pub use config::{SandboxConfig, SandboxLimits};
 pub use error::SandboxError;
 pub use outcome::{RunOutput, Termination};
+pub use user::{DEFAULT_FIRST_UID, POOL_SIZE, SandboxUser};
 
 /// How long the output readers may take to finish once the sandbox was killed.
 const KILL_GRACE: Duration = Duration::from_secs(2);
@@ -53,7 +57,9 @@ impl Sandbox {
     ) -> Result<RunOutput, SandboxError> {
         let workspace = canonical_workspace(workspace)?;
         let limits = self.config.limits;
+        let identity = user::identity_for_run(self.config.user, limits.max_processes, &workspace)?;
         let mut cmd = Command::new(&self.config.bwrap);
+        apply_identity(&mut cmd, identity);
         cmd.args(command::bwrap_args(&self.config, &workspace, argv))
             .stdin(if stdin.is_some() {
                 Stdio::piped()
@@ -137,6 +143,30 @@ impl Sandbox {
             elapsed,
             cpu_limit_seconds: limits.cpu_seconds.max(1),
         })
+    }
+}
+
+/// Makes `cmd` start as `identity`'s user with its process limit.
+fn apply_identity(cmd: &mut Command, identity: user::RunIdentity) {
+    if let Some(id) = identity.switch_to {
+        cmd.uid(id).gid(id);
+    }
+    if let Some(limit) = identity.process_limit {
+        // Never above the inherited hard limit: only root could raise it.
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nproc).maximum;
+        let limit = hard.map_or(limit, |hard| limit.min(hard));
+        let rlimit = rustix::process::Rlimit {
+            current: Some(limit),
+            maximum: Some(limit),
+        };
+        // SAFETY: the closure runs in the forked child before exec and only makes the
+        // setrlimit system call, which is async-signal-safe; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                rustix::process::setrlimit(rustix::process::Resource::Nproc, rlimit.clone())
+                    .map_err(std::io::Error::from)
+            });
+        }
     }
 }
 

@@ -228,3 +228,44 @@ fn unusable_bases_are_refused() {
     let allow = UrlAllowlist::new(["http://127.0.0.1:8/a"]).unwrap();
     assert_eq!(allow.bases()[0].as_str(), "http://127.0.0.1:8/a/");
 }
+
+/// A name other than `localhost` that this machine resolves to 127.0.0.1 (its host name
+/// usually is one), if there is one.
+async fn other_loopback_name() -> Option<String> {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = hostname.trim().to_string();
+    let answers: Vec<_> = tokio::net::lookup_host((name.as_str(), 0))
+        .await
+        .ok()?
+        .collect();
+    let loopback = !answers.is_empty() && answers.iter().all(|a| a.ip().is_loopback());
+    (loopback && name != "localhost").then_some(name)
+}
+
+/// `localhost` in the allowlist reaches this machine; another name answering with a loopback
+/// address is refused before any request, unless the allowlist accepts private DNS answers.
+#[tokio::test]
+async fn names_resolving_to_internal_addresses_are_refused_unless_allowed() {
+    let (base, _) = server().await;
+    let port = base.rsplit(':').next().unwrap();
+    let local = format!("http://localhost:{port}/api/");
+    let tool = HttpTool::new(UrlAllowlist::new([&local]).unwrap(), WebLimits::default());
+    let out = call(&tool, json!({"url": format!("{local}hello")})).await;
+    assert_eq!(out.unwrap(), "HTTP 200 OK\nhello there");
+
+    let Some(name) = other_loopback_name().await else {
+        eprintln!("skipped the rebinding half: no other name of this machine is loopback-only");
+        return;
+    };
+    let named = format!("http://{name}:{port}/api/");
+    let allow = UrlAllowlist::new([&named]).unwrap();
+    let tool = HttpTool::new(allow.clone(), WebLimits::default());
+    let err = call(&tool, json!({"url": format!("{named}hello")}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("internal address"), "{err}");
+    let tool = HttpTool::new(allow.allowing_private_dns(true), WebLimits::default());
+    let out = call(&tool, json!({"url": format!("{named}hello")})).await;
+    assert_eq!(out.unwrap(), "HTTP 200 OK\nhello there");
+}

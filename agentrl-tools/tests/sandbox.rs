@@ -260,3 +260,92 @@ async fn missing_workspace_is_an_error() {
     assert!(matches!(err, SandboxError::Workspace { .. }), "{err:?}");
     assert!(err.to_string().contains("/nonexistent/workspace"), "{err}");
 }
+
+/// Processes whose real user id is `uid`, from the host's `/proc`.
+fn host_processes_of(uid: u32) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().next())
+                .and_then(|id| id.parse::<u32>().ok())
+                == Some(uid)
+        })
+        .count()
+}
+
+/// A bounded fork bomb (a spawn loop of 300 sleepers) dies inside at the process limit; the
+/// host's process table never sees more than the budget, and nothing is left afterwards.
+#[tokio::test]
+async fn a_spawn_loop_stops_at_the_process_limit() {
+    let ws = tempfile::tempdir().unwrap();
+    let budget = 16;
+    let out = run(
+        &sandbox(|c| c.limits.max_processes = budget),
+        ws.path(),
+        sh("i=0; while [ $i -lt 300 ]; do sleep 30 & i=$((i+1)); echo $i; done"),
+    )
+    .await;
+    let started: u64 = stdout(&out)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        started < budget,
+        "{started} sleepers started with a budget of {budget}: {}",
+        out.report()
+    );
+    assert!(stderr(&out).contains("fork"), "{}", out.report());
+    assert!(!out.success(), "{}", out.report());
+    // As root the command ran as an unprivileged id of its own: none of its processes remain.
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:\t0\t"));
+    if is_root {
+        let owner = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(ws.path()).unwrap().uid()
+        };
+        assert!(
+            owner >= agentrl_tools::sandbox::DEFAULT_FIRST_UID,
+            "{owner}"
+        );
+        // The kernel kills the pid namespace's processes as its init exits; reaping them
+        // takes a moment.
+        let mut left = host_processes_of(owner);
+        for _ in 0..50 {
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            left = host_processes_of(owner);
+        }
+        assert_eq!(left, 0, "sandbox processes left behind");
+    }
+}
+
+/// A command that starts a few processes (a pipeline) works under the default limit, and the
+/// workspace stays writable by the command.
+#[tokio::test]
+async fn ordinary_pipelines_fit_the_default_process_limit() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("data.txt"), "b\na\nc\n").unwrap();
+    let out = run(
+        &sandbox(|_| {}),
+        ws.path(),
+        sh("sort data.txt | uniq | tr a-z A-Z > out.txt && cat out.txt && echo ok >> data.txt"),
+    )
+    .await;
+    assert!(out.success(), "{}", out.report());
+    assert_eq!(stdout(&out), "A\nB\nC\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("data.txt")).unwrap(),
+        "b\na\nc\nok\n"
+    );
+}

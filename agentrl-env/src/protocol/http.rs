@@ -114,6 +114,17 @@ pub(crate) fn check_token_config(token: Option<&str>, what: &str) -> Result<()> 
     Ok(())
 }
 
+/// Warns when a service (`what`) listens beyond this machine without a token: anyone who can
+/// reach the port can then drive it.
+pub(crate) fn warn_if_exposed(what: &str, bound: SocketAddr, has_token: bool) {
+    if !bound.ip().is_loopback() && !has_token {
+        tracing::warn!(
+            "the {what} listens on {bound}, reachable from other machines, without a token: \
+             anyone who can reach that port can use it (set --token, or bind 127.0.0.1)"
+        );
+    }
+}
+
 /// `app` behind a bearer-token check: with a `token`, every request without
 /// `Authorization: Bearer TOKEN` is answered 401 (and never reaches a handler).
 pub(crate) fn with_token(app: Router, token: Option<&str>) -> Router {

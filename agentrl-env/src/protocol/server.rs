@@ -255,9 +255,11 @@ pub async fn serve(
     envs: Vec<Arc<dyn EnvFactory>>,
     config: ServerConfig,
 ) -> Result<(SocketAddr, ServerHandle)> {
+    let has_token = config.token.is_some();
     let server = EnvServer::new(envs, config)?;
     let sweeper = server.spawn_sweeper();
     let (bound, serving) = Serving::start("env server", addr, server.router(), sweeper).await?;
+    super::http::warn_if_exposed("env server", bound, has_token);
     let state = server;
     Ok((bound, ServiceHandle { serving, state }))
 }

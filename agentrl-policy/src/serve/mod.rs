@@ -182,6 +182,13 @@ pub async fn run(args: ServeArgs) -> Result<()> {
         "serving `{}` (context {} tokens) on http://{bound}/v1 (Ctrl-C stops it)",
         model.name, model.context_len
     );
+    if !bound.ip().is_loopback() && args.api_key.is_none() {
+        tracing::warn!(
+            "agentrl serve listens on {bound}, reachable from other machines, without an API \
+             key: anyone who can reach that port can use the model and push weights (set \
+             --api-key, or bind 127.0.0.1)"
+        );
+    }
     axum::serve(listener, app(ServeState::with_api_key(model, args.api_key)))
         .with_graceful_shutdown(async {
             if let Err(e) = tokio::signal::ctrl_c().await {

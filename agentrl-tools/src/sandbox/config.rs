@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::user::SandboxUser;
+
 /// Resource limits applied to every command run in the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SandboxLimits {
@@ -16,11 +18,14 @@ pub struct SandboxLimits {
     pub wall_time: Duration,
     /// Bytes kept of stdout and of stderr each; the rest is read and dropped.
     pub max_output_bytes: usize,
+    /// Processes (threads included) the command may have at once, bubblewrap's own two
+    /// counted; a fork beyond it fails inside the sandbox (see [`super::SandboxUser`]).
+    pub max_processes: u64,
 }
 
 impl Default for SandboxLimits {
     /// 3 s CPU, 1 GiB address space, 64 MiB files, 4 s wall clock (under the ToolBox's default
-    /// 5 s), 16 KiB of each output stream.
+    /// 5 s), 16 KiB of each output stream, 64 processes.
     fn default() -> Self {
         SandboxLimits {
             cpu_seconds: 3,
@@ -28,6 +33,7 @@ impl Default for SandboxLimits {
             file_size_bytes: 64 << 20,
             wall_time: Duration::from_secs(4),
             max_output_bytes: 16 << 10,
+            max_processes: 64,
         }
     }
 }
@@ -42,6 +48,9 @@ pub struct SandboxConfig {
     pub system_paths: Vec<PathBuf>,
     /// Resource limits.
     pub limits: SandboxLimits,
+    /// Which user commands run as (by default, an unprivileged id of their own when the host
+    /// runs as root).
+    pub user: SandboxUser,
 }
 
 /// The read-only system view: programs, libraries and the few `/etc` files they need.
@@ -64,12 +73,14 @@ const DEFAULT_SYSTEM_PATHS: &[&str] = &[
 ];
 
 impl Default for SandboxConfig {
-    /// `bwrap` from `PATH`, the standard system directories and [`SandboxLimits::default`].
+    /// `bwrap` from `PATH`, the standard system directories, [`SandboxLimits::default`] and
+    /// [`SandboxUser::default`].
     fn default() -> Self {
         SandboxConfig {
             bwrap: PathBuf::from("bwrap"),
             system_paths: DEFAULT_SYSTEM_PATHS.iter().map(PathBuf::from).collect(),
             limits: SandboxLimits::default(),
+            user: SandboxUser::default(),
         }
     }
 }

@@ -9,6 +9,7 @@ use reqwest::Url;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UrlAllowlist {
     bases: Vec<Url>,
+    allow_private_dns: bool,
 }
 
 /// Encoded forms of `.`, `/` and `\` that could hide a path escape from a prefix check.
@@ -42,7 +43,25 @@ impl UrlAllowlist {
             }
             parsed.push(url);
         }
-        Ok(UrlAllowlist { bases: parsed })
+        Ok(UrlAllowlist {
+            bases: parsed,
+            allow_private_dns: false,
+        })
+    }
+
+    /// The same allowlist, with DNS answers in private or loopback ranges accepted (`true`)
+    /// or refused (`false`, the default: an allowlisted name that resolves inside is refused;
+    /// hosts written as IP addresses are not affected).
+    pub fn allowing_private_dns(self, allow: bool) -> Self {
+        UrlAllowlist {
+            allow_private_dns: allow,
+            ..self
+        }
+    }
+
+    /// Whether DNS answers in private or loopback ranges are accepted.
+    pub fn allows_private_dns(&self) -> bool {
+        self.allow_private_dns
     }
 
     /// The allowed base URLs (each path ends with `/`).

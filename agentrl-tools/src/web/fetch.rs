@@ -6,6 +6,9 @@ use std::time::Duration;
 use agentrl_core::ToolError;
 use reqwest::{Client, RequestBuilder, Url};
 
+use super::UrlAllowlist;
+use super::resolve::GuardedResolver;
+
 /// Limits of one web request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WebLimits {
@@ -58,12 +61,17 @@ impl Fetched {
     }
 }
 
-/// The HTTP client of the web tools: no system proxy, no automatic redirects (each hop must
-/// pass the allowlist, so callers follow them themselves).
-pub fn web_client() -> Result<Client, String> {
+/// The HTTP client of the web tools for URLs under `allow`: no system proxy, no automatic
+/// redirects (each hop must pass the allowlist, so callers follow them themselves), and names
+/// resolved without internal answers unless `allow` accepts them (see [`super::resolve`]).
+pub fn web_client(allow: &UrlAllowlist) -> Result<Client, String> {
+    let resolver = GuardedResolver {
+        allow_private: allow.allows_private_dns(),
+    };
     Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(std::sync::Arc::new(resolver))
         .build()
         .map_err(|e| format!("cannot build an HTTP client: {e}"))
 }

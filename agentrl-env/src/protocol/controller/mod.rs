@@ -176,9 +176,11 @@ pub async fn serve_controller(
     addr: SocketAddr,
     config: ControllerConfig,
 ) -> Result<(SocketAddr, ControllerHandle)> {
+    let has_token = config.token.is_some();
     let controller = Controller::new(config)?;
     let sweeper = controller.spawn_sweeper();
     let (bound, serving) = Serving::start("controller", addr, controller.router(), sweeper).await?;
+    super::http::warn_if_exposed("controller", bound, has_token);
     let state = controller;
     Ok((bound, ServiceHandle { serving, state }))
 }
