@@ -163,7 +163,7 @@ fn apply_identity(cmd: &mut Command, identity: user::RunIdentity) {
         // setrlimit system call, which is async-signal-safe; it allocates nothing.
         unsafe {
             cmd.pre_exec(move || {
-                rustix::process::setrlimit(rustix::process::Resource::Nproc, rlimit.clone())
+                rustix::process::setrlimit(rustix::process::Resource::Nproc, rlimit)
                     .map_err(std::io::Error::from)
             });
         }

@@ -16,13 +16,20 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use agentrl_core::SamplingParams;
 use agentrl_core::{Error, Result};
+use agentrl_env::EnvFactory;
+use agentrl_policy::http::{HttpPolicy, HttpPolicyConfig};
 use clap::Args;
 
+use crate::agent_eval::{Agent, SuiteOptions, evaluate_agent};
 use crate::config::RunConfig;
+use crate::eval::EvalReport;
 use crate::rescore::{RescoreArgs, run_rescore};
 use crate::run::Run;
+use crate::run_status;
 
 /// `agentrl sft`: behaviour cloning from demonstrations.
 #[derive(Args, Debug, Clone)]
@@ -52,19 +59,44 @@ pub struct TrainArgs {
     pub init: Option<PathBuf>,
 }
 
-/// `agentrl eval`: held-out success of a checkpoint.
+/// `agentrl eval`: held-out success of a checkpoint (`--config` and `--checkpoint`), of any
+/// OpenAI-compatible chat endpoint (`--endpoint` and `--model`), or of the envs' reference
+/// solvers (`--reference`).
 #[derive(Args, Debug, Clone)]
 pub struct EvalArgs {
-    /// Run config (TOML).
+    /// Run config (TOML): the envs and evaluation settings (required with --checkpoint).
     #[arg(long)]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
     /// Weights to evaluate (safetensors).
+    #[arg(long, conflicts_with_all = ["endpoint", "reference"])]
+    pub checkpoint: Option<PathBuf>,
+    /// An OpenAI-compatible server (e.g. `http://127.0.0.1:8000/v1`) whose model plays the
+    /// envs through chat completions with native tools.
+    #[arg(long, requires = "model", conflicts_with = "reference")]
+    pub endpoint: Option<String>,
+    /// The model name to ask the endpoint for.
     #[arg(long)]
-    pub checkpoint: PathBuf,
-    /// Run directory for the metrics record.
+    pub model: Option<String>,
+    /// Environment variable that holds the endpoint's API key (sent as a bearer token).
+    #[arg(long)]
+    pub api_key_env: Option<String>,
+    /// Play each env with its reference solver.
+    #[arg(long)]
+    pub reference: bool,
+    /// Envs for --endpoint and --reference: `all` (every registered env) or a comma-separated
+    /// list of ids (default: the config's envs).
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Episodes in flight at once (--endpoint and --reference).
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Most tokens per endpoint answer.
+    #[arg(long, default_value_t = 1024)]
+    pub max_tokens: usize,
+    /// Run directory for the metrics record and the episodes.
     #[arg(long, default_value = "runs/eval")]
     pub run_dir: PathBuf,
-    /// Number of test tasks per env (default: the config's).
+    /// Number of test tasks per env (default: the config's, or 20 without one).
     #[arg(long)]
     pub tasks: Option<usize>,
     /// Episodes per task, for pass@k (default: the config's `[eval] samples`, 1).
@@ -93,7 +125,13 @@ pub struct DemoArgs {
 }
 
 /// Writes demonstrations (unless given) and runs SFT; prints where the checkpoint went.
+/// The run's `status.json` says running, then finished or failed.
 pub async fn sft(args: &SftArgs) -> Result<()> {
+    run_status::track(&args.run_dir, "sft", sft_steps(args)).await
+}
+
+/// The body of [`sft`].
+async fn sft_steps(args: &SftArgs) -> Result<()> {
     let run = Run::new(RunConfig::load(&args.config)?, &args.run_dir)?;
     let demos = match &args.demos {
         Some(d) => {
@@ -111,8 +149,13 @@ pub async fn sft(args: &SftArgs) -> Result<()> {
 }
 
 /// Trains from the run's latest checkpoint (or `--init`, or the SFT checkpoint, or random
-/// weights), evaluates and plots.
+/// weights), evaluates and plots. The run's `status.json` says running, then finished or failed.
 pub async fn train(args: &TrainArgs) -> Result<()> {
+    run_status::track(&args.run_dir, "train", train_steps(args)).await
+}
+
+/// The body of [`train`].
+async fn train_steps(args: &TrainArgs) -> Result<()> {
     let run = Run::new(RunConfig::load(&args.config)?, &args.run_dir)?;
     let (learner, start) = match run.latest_checkpoint()? {
         Some((step, file)) => {
@@ -140,10 +183,41 @@ pub async fn train(args: &TrainArgs) -> Result<()> {
     Ok(())
 }
 
-/// Evaluates a checkpoint and prints the report as JSON.
+/// Evaluates a checkpoint, an endpoint or the reference solvers; prints the report as a
+/// Markdown table, then as JSON.
 pub async fn eval(args: &EvalArgs) -> Result<()> {
-    existing(&args.checkpoint, "checkpoint")?;
-    let mut cfg = RunConfig::load(&args.config)?;
+    let report = match (&args.checkpoint, &args.endpoint, args.reference) {
+        (Some(checkpoint), None, false) => eval_checkpoint(args, checkpoint).await?,
+        (None, Some(endpoint), false) => {
+            let agent = endpoint_agent(args, endpoint)?;
+            eval_agent(args, &agent, "endpoint").await?
+        }
+        (None, None, true) => eval_agent(args, &Agent::Reference, "reference").await?,
+        _ => {
+            return Err(Error::Config(
+                "say what to evaluate: --checkpoint FILE (with --config), --endpoint URL \
+                 --model NAME, or --reference"
+                    .into(),
+            ));
+        }
+    };
+    println!("{}", report.markdown_table());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).map_err(|e| Error::json("report", e))?
+    );
+    Ok(())
+}
+
+/// `--checkpoint`: the run config's envs played by our policy with those weights.
+async fn eval_checkpoint(args: &EvalArgs, checkpoint: &Path) -> Result<EvalReport> {
+    existing(checkpoint, "checkpoint")?;
+    let Some(config) = &args.config else {
+        return Err(Error::Config(
+            "--checkpoint needs --config (the model shape and the envs)".into(),
+        ));
+    };
+    let mut cfg = RunConfig::load(config)?;
     if let Some(n) = args.tasks {
         cfg.eval.tasks = n;
     }
@@ -156,21 +230,88 @@ pub async fn eval(args: &EvalArgs) -> Result<()> {
     cfg.validate()
         .map_err(|e| Error::Config(format!("eval options: {e}")))?;
     let run = Run::new(cfg, &args.run_dir)?;
-    let learner = run.learner(run.config.rl.lr, Some(&args.checkpoint))?;
-    let report = run.evaluate(&learner, "eval", 0).await?;
-    println!("{}", report.markdown_table());
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&report).map_err(|e| Error::json("report", e))?
-    );
-    Ok(())
+    let learner = run.learner(run.config.rl.lr, Some(checkpoint))?;
+    run.evaluate(&learner, "eval", 0).await
 }
 
-/// Runs the whole demo and prints its headline.
+/// The endpoint client of `--endpoint`, `--model` and `--api-key-env`.
+fn endpoint_agent(args: &EvalArgs, endpoint: &str) -> Result<Agent> {
+    let model = args.model.clone().unwrap_or_default();
+    let mut config = HttpPolicyConfig::new(endpoint, model);
+    config.max_concurrency = args.concurrency.max(1);
+    if let Some(var) = &args.api_key_env {
+        let key = std::env::var(var).map_err(|_| {
+            Error::Config(format!(
+                "--api-key-env {var}: the environment variable is not set"
+            ))
+        })?;
+        config.api_key = Some(key);
+    }
+    let mut params = SamplingParams::greedy(args.max_tokens);
+    if let Some(t) = args.temperature {
+        params.temperature = t;
+    }
+    params.validate()?;
+    Ok(Agent::endpoint(HttpPolicy::new(config)?, params))
+}
+
+/// The envs of `--suite`, else of `--config`.
+fn suite_envs(args: &EvalArgs) -> Result<Vec<Arc<dyn EnvFactory>>> {
+    match (args.suite.as_deref(), &args.config) {
+        (Some("all"), _) => agentrl_env::env_ids()
+            .into_iter()
+            .map(agentrl_env::lookup)
+            .collect(),
+        (Some(list), _) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map(agentrl_env::lookup)
+            .collect(),
+        (None, Some(config)) => crate::envs::source_factories(&RunConfig::load(config)?.env),
+        (None, None) => Err(Error::Config(
+            "name the envs: --suite all, --suite ID[,ID...], or --config FILE".into(),
+        )),
+    }
+}
+
+/// `--endpoint` or `--reference` on the suite's envs; the episodes go to
+/// `RUN_DIR/samples/eval_{label}.jsonl` and the report to `RUN_DIR/metrics.jsonl`.
+async fn eval_agent(args: &EvalArgs, agent: &Agent, label: &str) -> Result<EvalReport> {
+    let envs = suite_envs(args)?;
+    let options = SuiteOptions {
+        tasks_per_env: args.tasks.unwrap_or(SuiteOptions::default().tasks_per_env),
+        samples: args.samples.unwrap_or(1).max(1),
+        concurrency: args.concurrency.max(1),
+    };
+    let (report, episodes) = evaluate_agent(agent, &envs, &options).await?;
+    let samples = args.run_dir.join("samples");
+    std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
+    agentrl_core::write_jsonl(
+        &samples.join(format!("eval_{label}.jsonl")),
+        &episodes,
+        false,
+    )?;
+    let mut record =
+        serde_json::to_value(&report).map_err(|e| Error::json("evaluation report", e))?;
+    record["kind"] = serde_json::json!("eval");
+    record["label"] = serde_json::json!(label);
+    record["step"] = serde_json::json!(0);
+    crate::metrics::MetricsWriter::open(&args.run_dir.join("metrics.jsonl"))?.write(&record)?;
+    Ok(report)
+}
+
+/// Runs the whole demo and prints its headline. The run's `status.json` says running, then
+/// finished or failed.
 pub async fn demo(args: &DemoArgs) -> Result<()> {
     if args.fresh {
         remove_previous_run(&args.run_dir)?;
     }
+    run_status::track(&args.run_dir, "demo", demo_steps(args)).await
+}
+
+/// The body of [`demo`] after `--fresh`.
+async fn demo_steps(args: &DemoArgs) -> Result<()> {
     let mut config = RunConfig::load(&args.config)?;
     if let Some(seed) = args.seed {
         config.seed = seed;
@@ -220,7 +361,9 @@ fn remove_previous_run(dir: &Path) -> Result<()> {
     if !dir.exists() {
         return Ok(());
     }
-    let is_run = dir.join("metrics.jsonl").exists() || dir.join("config.toml").exists();
+    let is_run = dir.join("metrics.jsonl").exists()
+        || dir.join("config.toml").exists()
+        || dir.join(run_status::STATUS_FILE).exists();
     let is_empty = std::fs::read_dir(dir)
         .map_err(|e| Error::io("reading", dir, e))?
         .next()

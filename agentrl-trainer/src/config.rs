@@ -38,6 +38,9 @@ pub struct RunConfig {
     /// Held-out evaluation.
     #[serde(default)]
     pub eval: EvalConfig,
+    /// What a run logs besides `metrics.jsonl` (`[logging]`).
+    #[serde(default)]
+    pub logging: LoggingConfig,
     /// Reward composition.
     #[serde(default = "default_reward")]
     pub reward: RewardConfig,
@@ -799,6 +802,77 @@ pub struct PipelineConfig {
     /// The rollout servers' `--api-key`, when they have one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout_api_key: Option<String>,
+    /// Rollout servers with a push mode each (`[[pipeline.rollout_fleet]]`), beside (after)
+    /// `rollout_servers`: `agentrl serve` by path or by HTTP upload, vLLM's runtime LoRA
+    /// loading, SGLang's weight update from disk or LoRA loading.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rollout_fleet: Vec<RolloutServerConfig>,
+}
+
+impl PipelineConfig {
+    /// Whether rollouts run on servers (`rollout_servers` or `rollout_fleet` is not empty).
+    pub fn has_rollout_servers(&self) -> bool {
+        !self.rollout_servers.is_empty() || !self.rollout_fleet.is_empty()
+    }
+
+    /// Every rollout server: `rollout_servers` (mode `agentrl-path`, key `rollout_api_key`),
+    /// then `rollout_fleet`, each with the name of its place in the config.
+    pub fn fleet(&self) -> Vec<(String, RolloutServerConfig)> {
+        let plain = self.rollout_servers.iter().enumerate().map(|(i, url)| {
+            let server = RolloutServerConfig {
+                url: url.clone(),
+                push: PushMode::AgentrlPath,
+                api_key_env: None,
+                path_prefix: None,
+            };
+            (format!("pipeline.rollout_servers[{i}]"), server)
+        });
+        let tables = self
+            .rollout_fleet
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("pipeline.rollout_fleet[{i}]"), s.clone()));
+        plain.chain(tables).collect()
+    }
+}
+
+/// How new weights reach one rollout server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PushMode {
+    /// `agentrl serve` reading the run directory: `POST /v1/load_weights {"path", "version"}`.
+    #[default]
+    AgentrlPath,
+    /// `agentrl serve` anywhere: the files are uploaded (`PUT /v1/weights/{version}/{file}`
+    /// with their SHA-256), then `POST /v1/load_weights {"upload": version}`.
+    AgentrlUpload,
+    /// vLLM with runtime LoRA updating: `POST /v1/load_lora_adapter`, then
+    /// `/v1/unload_lora_adapter` of the previous version; rollouts name the new adapter.
+    VllmLora,
+    /// SGLang, full weights: `POST /update_weights_from_disk {"model_path"}`.
+    SglangDisk,
+    /// SGLang with LoRA: `POST /load_lora_adapter`, then `/unload_lora_adapter` of the previous
+    /// version; rollouts name the new adapter.
+    SglangLora,
+}
+
+/// One `[[pipeline.rollout_fleet]]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutServerConfig {
+    /// The server's root, `http://HOST:PORT`.
+    pub url: String,
+    /// How weights reach it (default `agentrl-path`).
+    #[serde(default)]
+    pub push: PushMode,
+    /// The environment variable holding its API key (sent as a bearer token; default:
+    /// `pipeline.rollout_api_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Where the server sees the learner's pushed-weights directory (`RUN/rollout-weights`),
+    /// when its file system mounts it elsewhere (path modes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_prefix: Option<PathBuf>,
 }
 
 impl Default for PipelineConfig {
@@ -809,6 +883,7 @@ impl Default for PipelineConfig {
             kv_cache_mib: 1024,
             rollout_servers: Vec::new(),
             rollout_api_key: None,
+            rollout_fleet: Vec::new(),
         }
     }
 }
@@ -886,6 +961,15 @@ impl From<EvalConfig> for EvalTable {
             samples: c.samples,
         }
     }
+}
+
+/// `[logging]`: extra outputs of a run's metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggingConfig {
+    /// Also write every metrics record as TensorBoard scalars under `RUN_DIR/tb/` (default false).
+    #[serde(default)]
+    pub tensorboard: bool,
 }
 
 /// The key of a config file that names the config it starts from (see [`RunConfig::load`]).
@@ -1055,7 +1139,7 @@ impl RunConfig {
         check_batch_shaping(rl, self.model.max_seq_len)?;
         if let Some(cross) = &rl.cross_policy {
             cross.validate()?;
-            if !self.pipeline.rollout_servers.is_empty() {
+            if self.pipeline.has_rollout_servers() {
                 return Err(CROSS_WITH_SERVERS.into());
             }
         }

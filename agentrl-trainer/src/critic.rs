@@ -27,6 +27,8 @@ pub struct CriticStats {
     pub value_mean: f64,
     /// Global gradient norm before clipping.
     pub grad_norm: f64,
+    /// True when the value loss or its gradients were not finite and the step was skipped.
+    pub skipped_non_finite: bool,
 }
 
 /// A value network beside the policy (see the module docs).
@@ -176,7 +178,15 @@ impl Critic {
             stats.value_mean +=
                 tch::no_grad(|| (&old * &packed.mask).sum(Kind::Float) / denom).double_value(&[]);
         }
-        stats.grad_norm = clip_and_step(&self.vs, &mut self.opt, grad_clip);
+        let step = clip_and_step(
+            &self.vs,
+            &mut self.opt,
+            grad_clip,
+            "critic",
+            stats.value_loss,
+        );
+        stats.grad_norm = step.grad_norm;
+        stats.skipped_non_finite = step.skipped_non_finite;
         stats
     }
 }

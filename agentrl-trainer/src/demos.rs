@@ -58,6 +58,7 @@ pub async fn collect_demonstrations(
     n: usize,
 ) -> Result<Vec<Trajectory>> {
     let mut out = Vec::with_capacity(n);
+    let progress = crate::progress::phase("demos", n as u64);
     for index in first..first + n as u64 {
         let task = factory.task(Split::Train, index);
         let episode = run_solver_episode(factory, solver, &task).await?;
@@ -68,6 +69,8 @@ pub async fn collect_demonstrations(
             &episode.tools,
             episode.success,
         ));
+        progress.inc(1);
     }
+    progress.finish();
     Ok(out)
 }

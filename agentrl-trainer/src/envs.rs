@@ -142,6 +142,12 @@ fn source_factory(source: &EnvSource) -> Result<Arc<dyn EnvFactory>> {
     }
 }
 
+/// One factory per env the config names (each capped at its `max_turns`), unmixed: what an
+/// evaluation of every env plays.
+pub fn source_factories(config: &EnvConfig) -> Result<Vec<Arc<dyn EnvFactory>>> {
+    sources(config)?.iter().map(source_factory).collect()
+}
+
 /// The run's env factory (no network yet: see [`check_servers`]).
 pub fn env_factory(config: &EnvConfig) -> Result<Arc<dyn EnvFactory>> {
     let sources = sources(config)?;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use agentrl_core::{Result, SamplingParams, Task, Trajectory};
 use serde::{Deserialize, Serialize};
 
-use crate::rollout::{RolloutContext, run_many};
+use crate::rollout::{RolloutContext, run_many_with_progress};
 use crate::task_stats::{EpisodeStats, by_task};
 
 /// Results of an evaluation.
@@ -178,8 +178,12 @@ pub async fn evaluate(
     tasks: Vec<(Task, u64)>,
     params: &SamplingParams,
 ) -> Result<(EvalReport, Vec<Trajectory>)> {
-    let trajectories = run_many(ctx, tasks, params).await?;
-    Ok((EvalReport::of(&trajectories), trajectories))
+    let progress = crate::progress::phase("eval", tasks.len() as u64);
+    let trajectories = run_many_with_progress(ctx, tasks, params, &progress).await?;
+    let report = EvalReport::of(&trajectories);
+    progress.set_message(format!("success {:.3}", report.success_rate));
+    progress.finish();
+    Ok((report, trajectories))
 }
 
 #[cfg(test)]

@@ -38,6 +38,9 @@ pub struct UpdateStats {
     pub grad_norm: f64,
     /// Trained tokens.
     pub tokens: usize,
+    /// True when the loss or the gradients were NaN or infinite: the step was skipped and the
+    /// weights and optimiser state are as they were.
+    pub skipped_non_finite: bool,
 }
 
 /// Advantages of a policy-gradient step, for the batch's trajectories in order.
@@ -260,9 +263,12 @@ impl Learner {
         (chunks, denom)
     }
 
-    /// After the micro-batches' `backward` calls: global grad norm, clipping, AdamW step.
-    fn finish_step(&mut self, grad_clip: f64) -> f64 {
-        clip_and_step(&self.vs, &mut self.opt, grad_clip)
+    /// After the micro-batches' `backward` calls: global grad norm, clipping, AdamW step
+    /// (skipped when the loss or the gradients are not finite; see [`clip_and_step`]).
+    fn finish_step(&mut self, what: &str, stats: &mut UpdateStats, grad_clip: f64) {
+        let step = clip_and_step(&self.vs, &mut self.opt, grad_clip, what, stats.loss);
+        stats.grad_norm = step.grad_norm;
+        stats.skipped_non_finite = step.skipped_non_finite;
     }
 
     /// One behaviour-cloning step: mean cross-entropy over policy tokens. The batch is
@@ -282,7 +288,7 @@ impl Learner {
                 .double_value(&[]);
             stats.tokens += packed.tokens;
         }
-        stats.grad_norm = self.finish_step(grad_clip);
+        self.finish_step("SFT", &mut stats, grad_clip);
         stats
     }
 
@@ -371,7 +377,7 @@ impl Learner {
             stats.loss += loss.double_value(&[]);
             stats.tokens += packed.tokens;
         }
-        stats.grad_norm = self.finish_step(p.grad_clip);
+        self.finish_step("policy", &mut stats, p.grad_clip);
         stats
     }
 
@@ -405,9 +411,25 @@ impl Learner {
     }
 }
 
-/// The global norm of the gradients of `vs`'s trainable variables; when it is finite, clips
-/// them to `grad_clip` and takes an optimiser step. Returns the norm (0 without gradients).
-pub(crate) fn clip_and_step(vs: &nn::VarStore, opt: &mut nn::Optimizer, grad_clip: f64) -> f64 {
+/// What [`clip_and_step`] did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct OptimiserStep {
+    /// Global gradient norm before clipping (0 without gradients).
+    pub(crate) grad_norm: f64,
+    /// The loss or the gradients were not finite, so no step was taken.
+    pub(crate) skipped_non_finite: bool,
+}
+
+/// The global norm of the gradients of `vs`'s trainable variables; when it and `loss` are
+/// finite, clips the gradients to `grad_clip` and takes an optimiser step. Otherwise nothing
+/// reaches the weights or the optimiser's moments, and a warning names `what` was skipped.
+pub(crate) fn clip_and_step(
+    vs: &nn::VarStore,
+    opt: &mut nn::Optimizer,
+    grad_clip: f64,
+    what: &str,
+    loss: f64,
+) -> OptimiserStep {
     let grad_norm = tch::no_grad(|| {
         let norms: Vec<Tensor> = vs
             .trainable_variables()
@@ -424,11 +446,23 @@ pub(crate) fn clip_and_step(vs: &nn::VarStore, opt: &mut nn::Optimizer, grad_cli
         })
     });
     let Some(grad_norm) = grad_norm else {
-        return 0.0;
+        return OptimiserStep {
+            grad_norm: 0.0,
+            skipped_non_finite: false,
+        };
     };
-    if grad_norm.is_finite() {
+    let finite = grad_norm.is_finite() && loss.is_finite();
+    if finite {
         opt.clip_grad_norm(grad_clip);
         opt.step();
+    } else {
+        tracing::warn!(
+            "{what} update skipped: loss {loss}, gradient norm {grad_norm} (not finite); \
+             the weights and optimiser state are unchanged"
+        );
     }
-    grad_norm
+    OptimiserStep {
+        grad_norm,
+        skipped_non_finite: !finite,
+    }
 }

@@ -5,9 +5,13 @@
 //! group advantages and task normalisation ([`advantage`]), the fully asynchronous rollout → train
 //! pipeline with a staleness bound ([`pipeline`]), AgentRL's cross-policy sampling with a stale
 //! snapshot of the policy ([`cross_policy`]), checkpoints, metrics, evaluation, plots
-//! ([`run`]), per-task statistics of episodes ([`task_stats`]), rendering a saved episode
-//! ([`show`]), a table over finished runs ([`compare`]), offline re-scoring of saved trajectories ([`rescore`]) and judge backends over
-//! policies for LLM-judged rewards ([`judge`]). The run configuration is one TOML file
+//! ([`run`]), per-task statistics of episodes ([`task_stats`]), evaluating an OpenAI-compatible
+//! endpoint or the reference solvers on the same tasks ([`agent_eval`]), rendering a saved
+//! episode ([`show`]), a table over finished runs ([`compare`]), a web dashboard of runs, curves
+//! and episodes ([`dashboard`]) with the run status it reads ([`run_status`]), TensorBoard event
+//! files of a run's metrics ([`tensorboard`]), progress output ([`progress`]), offline
+//! re-scoring of saved trajectories ([`rescore`]) and judge backends over policies for
+//! LLM-judged rewards ([`judge`]). The run configuration is one TOML file
 //! ([`config`]); the `agentrl` binary's training subcommands are library functions in
 //! [`commands`], so its `main.rs` only parses arguments. The trainer knows no env by name: it
 //! asks the run's [`EnvFactory`](agentrl_env::EnvFactory) for tasks, sessions and
@@ -26,12 +30,14 @@
 #![warn(missing_docs)]
 
 pub mod advantage;
+pub mod agent_eval;
 pub mod batch;
 pub mod commands;
 pub mod compare;
 pub mod config;
 pub mod critic;
 pub mod cross_policy;
+pub mod dashboard;
 pub mod demos;
 pub mod envs;
 pub mod eval;
@@ -46,6 +52,8 @@ pub mod progress;
 pub mod rescore;
 pub mod rollout;
 pub mod run;
+pub mod run_status;
 pub mod show;
 pub mod task_stats;
+pub mod tensorboard;
 pub mod weight_sync;

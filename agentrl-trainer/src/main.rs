@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use agentrl_core::Result;
+use agentrl_env::cli::{LogArgs, LogOptions};
 use agentrl_trainer::commands;
 use agentrl_trainer::rescore::RescoreArgs;
 use clap::{Parser, Subcommand};
@@ -16,6 +17,8 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -34,6 +37,9 @@ enum Command {
     /// One Markdown table of the finished demo runs in a folder (per-env held-out success
     /// after RL, change from SFT, RL time, throughput; seeds `NAME-seedN` as mean ± std).
     Compare(agentrl_trainer::compare::CompareArgs),
+    /// Serves a web dashboard of the runs in a folder (status, live learning curves, evals,
+    /// an episode browser) on 127.0.0.1:8050 until Ctrl-C.
+    Dashboard(agentrl_trainer::dashboard::DashboardArgs),
     /// Lists the envs (`env list`) or checks one (`env check ID [--tasks N]`).
     Env {
         #[command(subcommand)]
@@ -64,7 +70,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    agentrl_env::cli::run_binary(run(cli.command))
+    let writer = agentrl_trainer::progress::init(&cli.log);
+    let logging = LogOptions::new(cli.log).with_writer(writer);
+    agentrl_env::cli::run_binary_with(logging, run(cli.command))
 }
 
 async fn run(command: Command) -> Result<()> {
@@ -75,6 +83,7 @@ async fn run(command: Command) -> Result<()> {
         Command::Demo(args) => commands::demo(&args).await?,
         Command::Show(args) => agentrl_trainer::show::show(&args, &mut std::io::stdout())?,
         Command::Compare(args) => agentrl_trainer::compare::compare(&args, &mut std::io::stdout())?,
+        Command::Dashboard(args) => agentrl_trainer::dashboard::dashboard(args).await?,
         Command::Env { command } => agentrl_env::cli::run_env_command(command).await?,
         Command::Reward(args) => commands::reward(&args).await?,
         Command::Tool { command } => {

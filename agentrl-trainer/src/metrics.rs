@@ -1,14 +1,18 @@
-//! `metrics.jsonl`: one JSON object per line, flushed as written.
+//! `metrics.jsonl`: one JSON object per line, flushed as written (and, with
+//! `[logging] tensorboard = true`, also as TensorBoard scalars: see [`crate::tensorboard`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use agentrl_core::{Error, Result};
 
-/// Appends metric records to a JSONL file.
+use crate::tensorboard::EventWriter;
+
+/// Appends metric records to a JSONL file (and optionally to a TensorBoard event file).
 pub struct MetricsWriter {
     path: PathBuf,
     out: std::io::BufWriter<std::fs::File>,
+    tensorboard: Option<EventWriter>,
 }
 
 impl MetricsWriter {
@@ -22,17 +26,35 @@ impl MetricsWriter {
         Ok(MetricsWriter {
             path: path.to_path_buf(),
             out: std::io::BufWriter::new(file),
+            tensorboard: None,
         })
     }
 
-    /// Writes one record and flushes it.
+    /// Opens (appending) `path`, and with `tb_dir` also writes every record as TensorBoard
+    /// scalars to this process's event file in `tb_dir` (created when missing).
+    pub fn open_with_tensorboard(path: &Path, tb_dir: Option<&Path>) -> Result<Self> {
+        let mut writer = Self::open(path)?;
+        writer.tensorboard = tb_dir.map(EventWriter::open).transpose()?;
+        Ok(writer)
+    }
+
+    /// The TensorBoard event file records also go to, if any.
+    pub fn tensorboard_file(&self) -> Option<&Path> {
+        self.tensorboard.as_ref().map(EventWriter::path)
+    }
+
+    /// Writes one record and flushes it (to the event file too, when there is one).
     pub fn write(&mut self, record: &serde_json::Value) -> Result<()> {
         serde_json::to_writer(&mut self.out, record)
             .map_err(|e| Error::json(format!("metrics record for {}", self.path.display()), e))?;
         self.out
             .write_all(b"\n")
             .and_then(|_| self.out.flush())
-            .map_err(|e| Error::io("writing", &self.path, e))
+            .map_err(|e| Error::io("writing", &self.path, e))?;
+        match &mut self.tensorboard {
+            Some(tb) => tb.write_record(record),
+            None => Ok(()),
+        }
     }
 }
 

@@ -255,7 +255,7 @@ pub async fn run_group_on_current_weights(
     let mut restarts = Restarts::default();
     loop {
         let tasks: Vec<(Task, u64)> = (0..n).map(|_| (task.clone(), group_id)).collect();
-        let ends = run_many_watched(ctx, tasks, params, Some(versions)).await?;
+        let ends = run_many_watched(ctx, tasks, params, Some(versions), None).await?;
         let cancelled = ends
             .iter()
             .filter(|e| matches!(e, EpisodeEnd::Cancelled))
@@ -280,17 +280,29 @@ pub async fn run_many(
     tasks: Vec<(Task, u64)>,
     params: &SamplingParams,
 ) -> Result<Vec<Trajectory>> {
-    let ends = run_many_watched(ctx, tasks, params, None).await?;
+    let ends = run_many_watched(ctx, tasks, params, None, None).await?;
     Ok(ends.into_iter().filter_map(EpisodeEnd::finished).collect())
 }
 
-/// [`run_many`] with an optional version watch ([`run_episode_watched`]); the output keeps the
-/// input order.
+/// [`run_many`] that advances `progress` by one as each episode ends.
+pub async fn run_many_with_progress(
+    ctx: &RolloutContext,
+    tasks: Vec<(Task, u64)>,
+    params: &SamplingParams,
+    progress: &crate::progress::Phase,
+) -> Result<Vec<Trajectory>> {
+    let ends = run_many_watched(ctx, tasks, params, None, Some(progress)).await?;
+    Ok(ends.into_iter().filter_map(EpisodeEnd::finished).collect())
+}
+
+/// [`run_many`] with an optional version watch ([`run_episode_watched`]) and an optional
+/// progress phase advanced per finished episode; the output keeps the input order.
 async fn run_many_watched(
     ctx: &RolloutContext,
     tasks: Vec<(Task, u64)>,
     params: &SamplingParams,
     versions: Option<&watch::Receiver<u64>>,
+    progress: Option<&crate::progress::Phase>,
 ) -> Result<Vec<EpisodeEnd>> {
     let mut set = JoinSet::new();
     for (i, (task, group)) in tasks.into_iter().enumerate() {
@@ -310,6 +322,9 @@ async fn run_many_watched(
             out.resize(i + 1, None);
         }
         out[i] = Some(result?);
+        if let Some(progress) = progress {
+            progress.inc(1);
+        }
     }
     Ok(out.into_iter().flatten().collect())
 }

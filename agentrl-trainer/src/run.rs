@@ -166,8 +166,10 @@ impl Run {
         Ok((WeightSync::Servers(push), ctx))
     }
 
+    /// `metrics.jsonl`'s writer; with `[logging] tensorboard` it also writes to `tb/`.
     fn metrics(&self) -> Result<MetricsWriter> {
-        MetricsWriter::open(&self.dir.join("metrics.jsonl"))
+        let tb = self.config.logging.tensorboard.then(|| self.dir.join("tb"));
+        MetricsWriter::open_with_tensorboard(&self.dir.join("metrics.jsonl"), tb.as_deref())
     }
 
     /// Writes the demonstrations file `demos.jsonl` (played by the env's demonstrator with the
@@ -229,8 +231,9 @@ impl Run {
         let mut learner = self.learner(cfg.lr, None)?;
         let mut metrics = self.metrics()?;
         let mut rng = SeededRng::from_parts(&[self.config.seed, 0x5F7]);
-        let progress = crate::progress::bar(cfg.steps as u64, "SFT");
+        let progress = crate::progress::phase("SFT", cfg.steps as u64);
         let t0 = Instant::now();
+        let mut non_finite_skipped = 0usize;
         for step in 0..cfg.steps {
             let progress_frac = step as f64 / cfg.steps.max(1) as f64;
             let lr =
@@ -240,11 +243,13 @@ impl Run {
                 .map(|_| usable[(rng.next_u64() % usable.len() as u64) as usize])
                 .collect();
             let stats = learner.sft_step(&batch, 1.0);
+            non_finite_skipped += usize::from(stats.skipped_non_finite);
             progress.inc(1);
             if (step + 1) % 25 == 0 || step + 1 == cfg.steps {
                 metrics.write(&serde_json::json!({
                     "kind": "sft_step", "step": step + 1, "loss": stats.loss, "lr": lr,
                     "entropy": stats.entropy, "grad_norm": stats.grad_norm,
+                    "non_finite_skipped": non_finite_skipped,
                     "seconds": t0.elapsed().as_secs_f64(),
                 }))?;
                 progress.set_message(format!("loss {:.4}", stats.loss));

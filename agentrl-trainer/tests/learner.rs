@@ -216,3 +216,60 @@ fn the_critic_starts_at_zero_and_learns_the_returns() {
     assert!(values[0][1..].iter().all(|&v| v > 0.5), "{values:?}");
     assert!(values[1][2] < -0.5, "{values:?}");
 }
+
+/// Every trainable weight of `learner`, flattened, to compare bit for bit.
+fn all_weights(learner: &Learner) -> Vec<f32> {
+    let mut named = learner
+        .var_store()
+        .variables()
+        .into_iter()
+        .collect::<Vec<_>>();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named
+        .iter()
+        .flat_map(|(_, t)| Vec::<f32>::try_from(t.to_kind(Kind::Float).view([-1])).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_nan_in_the_policy_loss_skips_the_step_and_leaves_the_weights() {
+    let a = traj(vec![1, 2], vec![3, 4], vec![-1.0, -1.0]);
+    let b = traj(vec![1, 2], vec![5, 6], vec![-1.0, -1.0]);
+    let mut learner = seeded_learner(31, 1e-2);
+    let before = all_weights(&learner);
+    for bad in [f64::NAN, f64::INFINITY] {
+        let stats = learner.grpo_step(&[&a, &b], &[bad, -1.0], GrpoParams::default());
+        assert!(stats.skipped_non_finite, "advantage {bad}: {stats:?}");
+        let after = all_weights(&learner);
+        assert!(
+            before
+                .iter()
+                .zip(&after)
+                .all(|(x, y)| x.to_bits() == y.to_bits()),
+            "advantage {bad} reached the weights"
+        );
+    }
+    // The next finite step trains as usual: the skipped one left no NaN in the optimiser.
+    let stats = learner.grpo_step(&[&a, &b], &[1.0, -1.0], GrpoParams::default());
+    assert!(
+        !stats.skipped_non_finite && stats.grad_norm.is_finite(),
+        "{stats:?}"
+    );
+    let trained = all_weights(&learner);
+    assert!(trained.iter().all(|w| w.is_finite()));
+    assert_ne!(before, trained, "a finite step changes the weights");
+}
+
+#[test]
+fn a_nan_return_skips_the_critic_step() {
+    let a = traj(vec![1, 2], vec![3, 4], vec![-1.0, -1.0]);
+    let learner = seeded_learner(37, 1e-2);
+    let mut critic = Critic::from_learner(&learner, 1e-2, 1).unwrap();
+    let old = critic.values(&[&a]).unwrap();
+    let stats = critic.step(&[&a], &[vec![0.0, f32::NAN, 1.0]], &old, 0.2, 1.0);
+    assert!(stats.skipped_non_finite, "{stats:?}");
+    assert_eq!(critic.values(&[&a]).unwrap(), old, "the values moved");
+    let stats = critic.step(&[&a], &[vec![0.0, 1.0, 1.0]], &old, 0.2, 1.0);
+    assert!(!stats.skipped_non_finite, "{stats:?}");
+    assert_ne!(critic.values(&[&a]).unwrap(), old, "a finite step trains");
+}

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use agentrl_env::cli::{
-    ControllerArgs, EnvCommand, EnvServerArgs, run_binary, run_controller, run_env_command,
-    run_env_server,
+    ControllerArgs, EnvCommand, EnvServerArgs, LogArgs, LogOptions, run_binary_with,
+    run_controller, run_env_command, run_env_server,
 };
 use clap::{Parser, Subcommand};
 
@@ -18,6 +18,8 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    log: LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -32,7 +34,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    run_binary(async {
+    run_binary_with(LogOptions::new(cli.log), async {
         match cli.command {
             Command::Env(command) => run_env_command(command).await,
             Command::Serve(args) => run_env_server(args).await,

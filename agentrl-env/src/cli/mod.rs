@@ -12,49 +12,60 @@
 
 use std::process::ExitCode;
 
-use std::io::IsTerminal;
-
 use agentrl_core::Result;
 
 mod controller;
 mod env_command;
 mod env_server;
+mod logging;
 
 pub use controller::{ControllerArgs, run_controller};
 pub use env_command::{EnvCommand, run_env_command};
 pub use env_server::{EnvServerArgs, run_env_server};
+pub use logging::{LogArgs, LogFormat, LogOptions};
 
-/// The body of an AgentRL binary's `main` (`agentrl-env`, and `agentrl` in the trainer):
-/// logs to stderr (`RUST_LOG`, default `info`; in colour only when stderr is a terminal and
-/// `NO_COLOR` is unset, so logs written to a file or a pipe carry no escape codes), runs
-/// `command` on a multi-threaded tokio runtime, and turns an error into `error: ...` on stderr
-/// and a failing exit code.
+/// The body of an AgentRL binary's `main` with default logging ([`LogOptions::default`]):
+/// see [`run_binary_with`].
 pub fn run_binary(command: impl std::future::Future<Output = Result<()>>) -> ExitCode {
-    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .init();
+    run_binary_with(LogOptions::default(), command)
+}
+
+/// The body of an AgentRL binary's `main`: logs to stderr as `options` say (`RUST_LOG`, else
+/// `info`, or `warn` with `--quiet`; text in colour only when stderr is a terminal and
+/// `NO_COLOR` is unset, so logs written to a file or a pipe carry no escape codes; or one JSON
+/// object per line), runs `command` on a multi-threaded tokio runtime, and turns an error into
+/// `error: ...` on stderr (a JSON `ERROR` event with `--log-format json`) and a failing exit
+/// code.
+pub fn run_binary_with(
+    options: LogOptions,
+    command: impl std::future::Future<Output = Result<()>>,
+) -> ExitCode {
+    let format = options.args.log_format;
+    options.init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: could not start the async runtime: {e}");
+            report_error(format, &format!("could not start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            report_error(format, &e.to_string());
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Prints a fatal error the way the log format asks.
+fn report_error(format: LogFormat, message: &str) {
+    match format {
+        LogFormat::Text => eprintln!("error: {message}"),
+        LogFormat::Json => tracing::error!("{message}"),
     }
 }
 

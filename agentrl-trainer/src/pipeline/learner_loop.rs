@@ -215,7 +215,7 @@ pub(super) fn learner_loop(
     };
     let t_run = Instant::now();
     let mut summary = RlSummary::default();
-    let progress = crate::progress::bar(rl.steps.saturating_sub(start) as u64, "GRPO");
+    let progress = crate::progress::phase("RL", rl.steps.saturating_sub(start) as u64);
     let grpo = grpo_params(&cfg);
     learner.set_lr(rl.lr);
     let mut critic = make_critic(&learner, &cfg, &run_dir, start)?;
@@ -258,6 +258,13 @@ pub(super) fn learner_loop(
         summary.dynamic_dropped_groups += draw.uninformative;
         summary.episodes_cancelled += draw.restarts.cancelled;
         summary.trainer_idle_seconds += draw.idle;
+        let critic_skipped = updated
+            .critic
+            .as_ref()
+            .is_some_and(|c| c.skipped_non_finite);
+        if updated.stats.skipped_non_finite || critic_skipped {
+            summary.non_finite_skipped += 1;
+        }
         let (reward, success) = (
             record["reward_mean"].as_f64().unwrap_or(0.0),
             record["success_rate"].as_f64().unwrap_or(0.0),

@@ -84,6 +84,9 @@ pub struct RlSummary {
     pub dynamic_dropped_groups: usize,
     /// Episodes cancelled because new weights arrived (`in_flight = "cancel"`).
     pub episodes_cancelled: usize,
+    /// Steps whose policy (or critic) update was skipped because its loss or gradients were
+    /// NaN or infinite.
+    pub non_finite_skipped: usize,
     /// Seconds the learner waited for samples.
     pub trainer_idle_seconds: f64,
     /// Wall seconds of the RL phase.

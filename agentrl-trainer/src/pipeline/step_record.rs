@@ -47,6 +47,7 @@ pub(super) fn step_record(
         "clip_fraction": stats.clip_fraction,
         "entropy": stats.entropy,
         "grad_norm": stats.grad_norm,
+        "non_finite_skipped": u8::from(stats.skipped_non_finite),
         "trained_trajectories": update.trained,
         "trained_tokens": stats.tokens,
         "tokens_per_second": generated as f64 / timing.elapsed.max(1e-9),
@@ -83,6 +84,7 @@ pub(super) fn step_record(
         record["value_loss"] = serde_json::json!(c.value_loss);
         record["value_mean"] = serde_json::json!(c.value_mean);
         record["critic_grad_norm"] = serde_json::json!(c.grad_norm);
+        record["critic_non_finite_skipped"] = serde_json::json!(u8::from(c.skipped_non_finite));
     }
     add_reward_parts(&mut record, batch);
     crate::cross_policy::add_turn_shares(&mut record, batch, rl);
