@@ -1,6 +1,8 @@
 //! `knowledge-search`: answer questions about a generated world of fictional people, towns,
 //! companies and inventions by searching its articles with a BM25 `search` tool; some
-//! questions need two searches (a fact that leads to another).
+//! questions need two searches (a fact that leads to another). With `path` and `corpus`
+//! options it plays a user's question file over the user's document folder instead (see
+//! [`KNOWLEDGE_SEARCH_USER_DATA`]).
 
 mod corpus;
 mod demonstrator;
@@ -12,6 +14,7 @@ pub mod world;
 use std::sync::Arc;
 
 use agentrl_core::{Env, Result, Split, Task};
+use serde_json::{Value, json};
 
 pub use corpus::{Corpus, articles, shared_corpus};
 pub use demonstrator::{KNOWLEDGE_DEMONSTRATOR_KNOBS, KnowledgeDemonstrator};
@@ -19,9 +22,35 @@ pub use env::{KnowledgeSearchEnv, SEARCH_LIMITS, prompt};
 pub use solver::{KnowledgeExpert, query_for, read_fact};
 pub use task::{Question, Relation};
 
+use crate::dataset::{EnvOptions, UserDataEnv};
 use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
+
+/// How `knowledge-search` plays a user's question file: `corpus` (a folder of `.txt`/`.md`
+/// documents, indexed for the `search` tool) is required, and the `search` tool, the
+/// `contains` checker, a system prompt and this env's turn limit are the defaults.
+pub const KNOWLEDGE_SEARCH_USER_DATA: UserDataEnv = UserDataEnv {
+    id: KNOWLEDGE_SEARCH_ID,
+    required: &[("corpus", "the folder of documents to search")],
+    defaults: knowledge_defaults,
+};
+
+/// Dataset option defaults of `knowledge-search`.
+fn knowledge_defaults() -> Vec<(&'static str, Value)> {
+    vec![
+        ("tools", json!(["search"])),
+        ("checker", json!("contains")),
+        ("max_turns", json!(KNOWLEDGE_SEARCH_MAX_TURNS)),
+        (
+            "system",
+            json!(
+                "Answer the question by searching the documents with the search tool, then \
+                 reply with the answer alone."
+            ),
+        ),
+    ]
+}
 
 /// Registry id of the env.
 pub const KNOWLEDGE_SEARCH_ID: &str = "knowledge-search";
@@ -50,6 +79,12 @@ impl KnowledgeSearch {
         let corpus = shared_corpus(seed);
         let _ = corpus.index();
         KnowledgeSearch { corpus }
+    }
+
+    /// The factory `options` ask for: a user's question file and documents with `path` and
+    /// `corpus`, else the generated world of `seed` (see [`KNOWLEDGE_SEARCH_USER_DATA`]).
+    pub fn from_options(options: &EnvOptions) -> Result<Arc<dyn EnvFactory>> {
+        KNOWLEDGE_SEARCH_USER_DATA.factory(options, |seed| Arc::new(KnowledgeSearch::new(seed)))
     }
 
     /// The shared corpus (world, articles and index).

@@ -17,6 +17,8 @@
 //! - [`text_adventure`] (`text-adventure`): rooms, a key, items and a chest, text commands.
 //! - [`strategy_game`] (`strategy-game`): Connect Four against a scripted opponent.
 //! - [`negotiation`] (`negotiation`): two seats split items they value privately.
+//! - [`dataset`] (`dataset`): tasks from a JSONL or Parquet file with a column mapping
+//!   (Parquet with feature `dataset-parquet`).
 //! - `knowledge_search` (`knowledge-search`, feature `search-envs`): answer one- and two-hop
 //!   questions about a generated world by searching its articles with a BM25 `search` tool.
 //! - `sql_analysis` (`sql-analysis`, feature `sql-envs`): answer a data question with a
@@ -69,6 +71,7 @@ pub mod check;
 pub mod cli;
 #[cfg(feature = "shell-envs")]
 pub mod code_fix;
+pub mod dataset;
 pub mod demonstrator;
 pub mod factory;
 #[cfg(feature = "search-envs")]
@@ -109,6 +112,7 @@ pub use arith_calc::{ArithCalc, ArithCalcEnv, ArithDemonstrator, ArithExpert};
 pub use check::{CheckReport, MalformedResult, check};
 #[cfg(feature = "shell-envs")]
 pub use code_fix::{CodeFix, CodeFixEnv, CodeFixExpert};
+pub use dataset::{Dataset, DatasetEnv, DatasetExpert, DatasetOptions};
 pub use demonstrator::DemonstratorKnobs;
 pub use factory::{EnvFactory, Solver, SolverEpisode, run_solver_episode};
 #[cfg(feature = "search-envs")]
@@ -119,7 +123,9 @@ pub use mix::EnvMix;
 pub use negotiation::{Negotiation, NegotiationEnv, NegotiationExpert};
 #[cfg(feature = "shell-envs")]
 pub use os_shell::{OsShell, OsShellEnv, ShellExpert};
-pub use registry::{EnvConstructor, Registry, env_ids, lookup, register};
+pub use registry::{
+    EnvConstructor, Registry, env_ids, env_option_docs, lookup, lookup_with_options, register,
+};
 pub use self_correct::SelfCorrect;
 #[cfg(feature = "sql-envs")]
 pub use spreadsheet_ops::{SpreadsheetExpert, SpreadsheetOps, SpreadsheetOpsEnv};

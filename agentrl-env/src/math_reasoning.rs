@@ -1,14 +1,19 @@
 //! `math-reasoning`: short multi-step word problems with integer answers, no tools; the last
-//! number of the agent's message is its answer.
+//! number of the agent's message is its answer. With a `path` option it plays a user's task
+//! file instead (see [`MATH_REASONING_USER_DATA`]).
 
 mod env;
 mod problem;
 
-use agentrl_core::{Env, Message, Split, Task};
+use std::sync::Arc;
+
+use agentrl_core::{Env, Message, Result, Split, Task};
+use serde_json::{Value, json};
 
 pub use env::MathReasoningEnv;
 pub use problem::{MathProblem, TEMPLATE_COUNT, split_of};
 
+use crate::dataset::{EnvOptions, UserDataEnv};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
@@ -25,10 +30,32 @@ pub struct MathReasoning {
     pub seed: u64,
 }
 
+/// How `math-reasoning` plays a user's task file: the dataset options, with the `numeric`
+/// checker, no tools and this env's turn limit unless set.
+pub const MATH_REASONING_USER_DATA: UserDataEnv = UserDataEnv {
+    id: MATH_REASONING_ID,
+    required: &[],
+    defaults: math_defaults,
+};
+
+/// Dataset option defaults of `math-reasoning`.
+fn math_defaults() -> Vec<(&'static str, Value)> {
+    vec![
+        ("checker", json!("numeric")),
+        ("max_turns", json!(MATH_REASONING_MAX_TURNS)),
+    ]
+}
+
 impl MathReasoning {
     /// The factory for the task set of `seed`.
     pub fn new(seed: u64) -> Self {
         MathReasoning { seed }
+    }
+
+    /// The factory `options` ask for: a user's task file with `path`, else the generated
+    /// tasks of `seed` (see [`MATH_REASONING_USER_DATA`]).
+    pub fn from_options(options: &EnvOptions) -> Result<Arc<dyn EnvFactory>> {
+        MATH_REASONING_USER_DATA.factory(options, |seed| Arc::new(MathReasoning::new(seed)))
     }
 }
 

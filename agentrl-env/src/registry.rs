@@ -4,6 +4,8 @@
 //! settings). [`Registry::builtin`] holds the envs compiled into this crate; the process-wide
 //! registry behind [`lookup`] and [`env_ids`] starts as the built-in one, and [`register`] adds
 //! an env defined elsewhere (so a config's `[env] id` finds it) without editing this crate.
+//! [`lookup_with_options`] makes a built-in env from a config's `[env.options]` table (the
+//! `dataset` env and the envs that accept user data); [`env_option_docs`] lists the options.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -25,10 +27,12 @@ use crate::api_booking::{API_BOOKING_ID, ApiBooking};
 use crate::arith_calc::{ARITH_CALC_ID, ArithCalc};
 #[cfg(feature = "shell-envs")]
 use crate::code_fix::{CODE_FIX_ID, CodeFix};
+use crate::dataset::{DATASET_ID, DATASET_OPTION_DOCS, Dataset, EnvOptions};
+use crate::demonstrator::KnobDoc;
 use crate::factory::EnvFactory;
 #[cfg(feature = "search-envs")]
-use crate::knowledge_search::{KNOWLEDGE_SEARCH_ID, KnowledgeSearch};
-use crate::math_reasoning::{MATH_REASONING_ID, MathReasoning};
+use crate::knowledge_search::{KNOWLEDGE_SEARCH_ID, KNOWLEDGE_SEARCH_USER_DATA, KnowledgeSearch};
+use crate::math_reasoning::{MATH_REASONING_ID, MATH_REASONING_USER_DATA, MathReasoning};
 use crate::maze::{MAZE_ID, Maze};
 use crate::negotiation::{NEGOTIATION_ID, Negotiation};
 #[cfg(feature = "shell-envs")]
@@ -36,7 +40,7 @@ use crate::os_shell::{OS_SHELL_ID, OsShell};
 #[cfg(feature = "sql-envs")]
 use crate::spreadsheet_ops::{SPREADSHEET_OPS_ID, SpreadsheetOps};
 #[cfg(feature = "sql-envs")]
-use crate::sql_analysis::{SQL_ANALYSIS_ID, SqlAnalysis};
+use crate::sql_analysis::{SQL_ANALYSIS_ID, SQL_ANALYSIS_USER_DATA, SqlAnalysis};
 use crate::strategy_game::{STRATEGY_GAME_ID, StrategyGame};
 use crate::text_adventure::{TEXT_ADVENTURE_ID, TextAdventure};
 #[cfg(feature = "web-envs")]
@@ -99,6 +103,7 @@ impl Registry {
         entries.extend([
             (STRATEGY_GAME_ID, default_of::<StrategyGame>()),
             (NEGOTIATION_ID, default_of::<Negotiation>()),
+            (DATASET_ID, default_of::<Dataset>()),
         ]);
         Registry { entries }
     }
@@ -188,6 +193,70 @@ pub fn lookup(id: &str) -> Result<Arc<dyn EnvFactory>> {
         Some(constructor) => Ok(constructor()),
         None => Err(unknown_id(id, &ids)),
     }
+}
+
+/// Makes a built-in env's factory from its `[env.options]` table.
+type OptionsConstructor = fn(&EnvOptions) -> Result<Arc<dyn EnvFactory>>;
+
+/// The built-in envs that take options: id, constructor and the options' docs.
+fn option_envs() -> Vec<(&'static str, OptionsConstructor, Vec<KnobDoc>)> {
+    let dataset: OptionsConstructor = |o| Ok(Arc::new(Dataset::from_options(o)?));
+    #[cfg_attr(
+        not(any(feature = "sql-envs", feature = "search-envs")),
+        allow(unused_mut)
+    )]
+    let mut envs = vec![
+        (DATASET_ID, dataset, DATASET_OPTION_DOCS.to_vec()),
+        (
+            MATH_REASONING_ID,
+            MathReasoning::from_options as OptionsConstructor,
+            MATH_REASONING_USER_DATA.option_docs(),
+        ),
+    ];
+    #[cfg(feature = "sql-envs")]
+    envs.push((
+        SQL_ANALYSIS_ID,
+        SqlAnalysis::from_options,
+        SQL_ANALYSIS_USER_DATA.option_docs(),
+    ));
+    #[cfg(feature = "search-envs")]
+    envs.push((
+        KNOWLEDGE_SEARCH_ID,
+        KnowledgeSearch::from_options,
+        KNOWLEDGE_SEARCH_USER_DATA.option_docs(),
+    ));
+    envs
+}
+
+/// A factory of env `id` set up by `options` (a config's `[env.options]` table): with no
+/// options, the same as [`lookup`]; `dataset`, `math-reasoning`, `sql-analysis` and
+/// `knowledge-search` read theirs (see [`env_option_docs`]); any other env refuses options
+/// with an [`Error::Config`] naming it.
+pub fn lookup_with_options(id: &str, options: &EnvOptions) -> Result<Arc<dyn EnvFactory>> {
+    if options.is_empty() {
+        return lookup(id);
+    }
+    match option_envs().into_iter().find(|(known, _, _)| *known == id) {
+        Some((_, construct, _)) => construct(options),
+        None => Err(Error::Config(format!(
+            "env `{id}` takes no options (envs with options: {})",
+            option_envs()
+                .iter()
+                .map(|(known, _, _)| *known)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// The options env `id` accepts (name, one-line doc); empty for envs without options. The
+/// generator envs list their `seed` ([`SEED_OPTION`](crate::dataset::SEED_OPTION)) first.
+pub fn env_option_docs(id: &str) -> Vec<KnobDoc> {
+    option_envs()
+        .into_iter()
+        .find(|(known, _, _)| *known == id)
+        .map(|(_, _, docs)| docs)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! `sql-analysis`: answer a data-analysis question (filters, aggregations, joins) about a
-//! generated shop database, querying it with a read-only `sql` tool.
+//! generated shop database, querying it with a read-only `sql` tool. With `path` and
+//! `database` options it plays a user's question file over the user's SQLite file instead
+//! (see [`SQL_ANALYSIS_USER_DATA`]).
 
 mod data;
 mod demonstrator;
@@ -7,9 +9,11 @@ mod env;
 mod question;
 mod task;
 
+use std::sync::Arc;
+
 use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
 use agentrl_tools::Sql;
-use serde_json::json;
+use serde_json::{Value, json};
 
 pub use data::{Customer, Order, Product, SCHEMA, Shop};
 pub use demonstrator::{SQL_DEMONSTRATOR_KNOBS, SqlDemonstrator};
@@ -17,6 +21,7 @@ pub use env::SqlAnalysisEnv;
 pub use question::{Question, TOLERANCE, Truth, check};
 pub use task::SqlTask;
 
+use crate::dataset::{EnvOptions, UserDataEnv};
 use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
@@ -34,10 +39,41 @@ pub struct SqlAnalysis {
     pub seed: u64,
 }
 
+/// How `sql-analysis` plays a user's question file: `database` (a SQLite file, opened
+/// read-only) is required, and the `sql` tool, the `auto` checker (numeric for a number, else
+/// exact), a system prompt and this env's turn limit are the defaults.
+pub const SQL_ANALYSIS_USER_DATA: UserDataEnv = UserDataEnv {
+    id: SQL_ANALYSIS_ID,
+    required: &[("database", "the SQLite file the questions are about")],
+    defaults: sql_defaults,
+};
+
+/// Dataset option defaults of `sql-analysis`.
+fn sql_defaults() -> Vec<(&'static str, Value)> {
+    vec![
+        ("tools", json!(["sql"])),
+        ("checker", json!("auto")),
+        ("max_turns", json!(SQL_ANALYSIS_MAX_TURNS)),
+        (
+            "system",
+            json!(
+                "Answer the question by querying the read-only SQLite database with the sql \
+                 tool, then reply with the answer alone."
+            ),
+        ),
+    ]
+}
+
 impl SqlAnalysis {
     /// The factory for the task set of `seed`.
     pub fn new(seed: u64) -> Self {
         SqlAnalysis { seed }
+    }
+
+    /// The factory `options` ask for: a user's question file and database with `path` and
+    /// `database`, else the generated tasks of `seed` (see [`SQL_ANALYSIS_USER_DATA`]).
+    pub fn from_options(options: &EnvOptions) -> Result<Arc<dyn EnvFactory>> {
+        SQL_ANALYSIS_USER_DATA.factory(options, |seed| Arc::new(SqlAnalysis::new(seed)))
     }
 }
 

@@ -14,6 +14,12 @@
 //! server = "http://127.0.0.1:5020"
 //! token = "secret"
 //! max_turns = 8
+//!
+//! [env]                                   # an env with options (`agentrl env list` shows them)
+//! id = "dataset"
+//! [env.options]
+//! path = "examples/data/gsm8k-tiny.jsonl"
+//! answer_pattern = "#### (.*)$"
 //! ```
 //!
 //! `max_turns` caps the episodes of any env: a registered env's own limit can be lowered (to
@@ -22,8 +28,9 @@
 use std::sync::Arc;
 
 use agentrl_core::{Error, Result, Split, Task};
+use agentrl_env::dataset::EnvOptions;
 use agentrl_env::protocol::{ClientConfig, ProtocolClient, RemoteEnvFactory};
-use agentrl_env::{EnvFactory, EnvMix, TurnCapped, lookup};
+use agentrl_env::{EnvFactory, EnvMix, TurnCapped, lookup, lookup_with_options};
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +53,10 @@ pub struct EnvConfig {
     /// or sets the limit of an env only `server` knows (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<usize>,
+    /// The env's options (`[env.options]`), e.g. the `dataset` env's file and column mapping;
+    /// `agentrl env list` shows each env's.
+    #[serde(default, skip_serializing_if = "EnvOptions::is_empty")]
+    pub options: EnvOptions,
     /// Several envs, each drawn with its weight (a multi-task run); replaces `id`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mix: Vec<EnvSource>,
@@ -66,6 +77,9 @@ pub struct EnvSource {
     /// Most steps per episode (see [`EnvConfig::max_turns`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<usize>,
+    /// The env's options (see [`EnvConfig::options`]).
+    #[serde(default, skip_serializing_if = "EnvOptions::is_empty")]
+    pub options: EnvOptions,
     /// Relative share of the tasks (default 1).
     #[serde(default = "default_weight")]
     pub weight: f64,
@@ -86,13 +100,18 @@ pub fn sources(config: &EnvConfig) -> Result<Vec<EnvSource>> {
             server: config.server.clone(),
             token: config.token.clone(),
             max_turns: config.max_turns,
+            options: config.options.clone(),
             weight: 1.0,
         }]),
-        (true, false) if config.server.is_none() && config.token.is_none() => {
+        (true, false)
+            if config.server.is_none() && config.token.is_none() && config.options.is_empty() =>
+        {
             Ok(config.mix.clone())
         }
         (true, false) => Err(Error::Config(
-            "env.server and env.token apply to env.id; with env.mix, set them per entry".into(),
+            "env.server, env.token and env.options apply to env.id; with env.mix, set them per \
+             entry"
+                .into(),
         )),
         (false, false) => Err(Error::Config(
             "set either env.id (one env) or [[env.mix]] entries (several), not both".into(),
@@ -130,10 +149,17 @@ fn source_factory(source: &EnvSource) -> Result<Arc<dyn EnvFactory>> {
         }
     };
     let Some(client) = client_of(source)? else {
-        return cap(lookup(&source.id)?);
+        return cap(lookup_with_options(&source.id, &source.options)?);
     };
     match lookup(&source.id) {
-        Ok(local) => cap(Arc::new(RemoteEnvFactory::new(client, local))),
+        Ok(_) => {
+            let local = lookup_with_options(&source.id, &source.options)?;
+            cap(Arc::new(RemoteEnvFactory::new(client, local)))
+        }
+        Err(_) if !source.options.is_empty() => Err(Error::Config(format!(
+            "env `{}`: options apply to envs known in process, not to one only its server knows",
+            source.id
+        ))),
         Err(_) => Ok(Arc::new(RemoteEnvFactory::served(
             client,
             &source.id,

@@ -94,6 +94,9 @@ fn run_configs_in_the_repository() -> Vec<std::path::PathBuf> {
 
 #[test]
 fn every_run_config_in_the_repository_parses_builds_its_reward_and_round_trips() {
+    // Paths inside configs (a dataset file) are relative to where agentrl runs: the root.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::env::set_current_dir(&root).unwrap();
     let configs = run_configs_in_the_repository();
     assert!(configs.len() >= 3, "{configs:?}");
     for path in configs {

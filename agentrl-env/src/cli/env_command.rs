@@ -29,6 +29,9 @@ pub async fn run_env_command(command: EnvCommand) -> Result<()> {
             for id in env_ids() {
                 let factory = lookup(id)?;
                 println!("{id:<16} {}", factory.description());
+                for (option, doc) in crate::env_option_docs(id) {
+                    println!("{:<16}   option {option}: {doc}", "");
+                }
                 for (knob, doc) in factory.demonstrator_knobs() {
                     println!("{:<16}   demonstrator knob {knob}: {doc}", "");
                 }
