@@ -128,7 +128,7 @@ impl Run {
     fn rl_rollouts(&self, learner: &Learner) -> Result<(WeightSync, RolloutContext)> {
         let pipeline = &self.config.pipeline;
         if let Some(cross) = &self.config.rl.cross_policy {
-            if !pipeline.rollout_servers.is_empty() {
+            if pipeline.has_rollout_servers() {
                 return Err(Error::Config(CROSS_WITH_SERVERS.into()));
             }
             cross.validate().map_err(Error::Config)?;
@@ -140,7 +140,7 @@ impl Run {
             let sync = CrossSync::new(current, snapshot, cross.stale_every);
             return Ok((WeightSync::Cross(sync), ctx));
         }
-        if pipeline.rollout_servers.is_empty() {
+        if !pipeline.has_rollout_servers() {
             let (policy, ctx) = self.rollout_policy(learner)?;
             return Ok((WeightSync::Local(policy), ctx));
         }
@@ -150,7 +150,7 @@ impl Run {
             .pretrained()
             .map_or_else(|| "agentrl-tiny-gpt".to_string(), |p| model_name(&p.path));
         let (push, router) = ServerPush::new(
-            &pipeline.rollout_servers,
+            &pipeline.fleet(),
             pipeline.rollout_api_key.as_deref(),
             learner.spec(),
             &self.dir.join("rollout-weights"),
@@ -158,7 +158,7 @@ impl Run {
         )?;
         let ctx = RolloutContext {
             factory: self.factory.clone(),
-            policy: Arc::new(router),
+            policy: router,
             format: self.format.clone(),
             max_seq_len: self.config.model.max_seq_len,
             stop: self.config.model.stop.clone(),

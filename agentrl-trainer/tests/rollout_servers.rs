@@ -1,7 +1,8 @@
 //! RL whose rollouts run on `agentrl serve` processes (`[pipeline] rollout_servers`): the
 //! learner pushes every new version to every server, turns record which server made them, the
-//! staleness bound holds across processes, only the newest pushed weights stay on disk, and a
-//! dead server stops the run with a message that names it. A cross-policy rollout over two
+//! staleness bound holds across processes, only the newest pushed weights stay on disk, a dead
+//! server is dropped while the run goes on on the others, and a run left with no server stops
+//! with a message that names them. A cross-policy rollout over two
 //! servers records which policy produced each turn.
 
 mod common;
@@ -79,7 +80,7 @@ async fn rollouts_on_two_servers_follow_the_learner() {
         .collect();
     assert_eq!(pushed, ["v000003.safetensors"]);
 
-    // A server that is gone stops the run before any rollout, naming it.
+    // A server that is gone is dropped (after retries) and the run goes on on the live one.
     let dead = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", listener.local_addr().unwrap())
@@ -89,9 +90,16 @@ async fn rollouts_on_two_servers_follow_the_learner() {
     config.pipeline.rollout_api_key = Some("sesame".into());
     let run = Run::new(config, dir.path()).unwrap();
     let learner = run.sft(&demos).unwrap();
+    let (_, summary) = run.rl(learner, 0).await.unwrap();
+    assert!(summary.steps > 0);
+    // With no live server left, the run stops and names the dead one.
+    let mut config = common::tiny_config(1);
+    config.pipeline.rollout_servers = vec![dead.clone()];
+    let run = Run::new(config, dir.path()).unwrap();
+    let learner = run.sft(&demos).unwrap();
     let err = run.rl(learner, 0).await.err().unwrap().to_string();
     assert!(
-        err.contains(&dead) && err.contains("did not load weights"),
+        err.contains(&dead) && err.contains("no rollout server is left"),
         "{err}"
     );
     // A blank server address is named with its place in the config.

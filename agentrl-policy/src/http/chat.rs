@@ -30,7 +30,7 @@ impl HttpPolicy {
     ) -> Result<ChatReply> {
         params.validate()?;
         let mut body = Map::new();
-        body.insert("model".into(), json!(self.config().model));
+        body.insert("model".into(), json!(self.model_name()));
         body.insert("messages".into(), json!(messages));
         if !tools.is_empty() {
             body.insert("tools".into(), json!(tools));

@@ -1,7 +1,7 @@
 //! [`HttpPolicy`]: the HTTP client, its settings, and the retrying POST every call goes through.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use agentrl_core::{Error, Generation, GenerationRequest, Policy, Result};
@@ -25,6 +25,8 @@ struct Inner {
     permits: Semaphore,
     version: AtomicU64,
     attempts: AtomicU64,
+    /// The LoRA adapter requests name (see [`HttpPolicy::set_adapter`]).
+    adapter: RwLock<Option<String>>,
 }
 
 impl std::fmt::Debug for HttpPolicy {
@@ -73,6 +75,7 @@ impl HttpPolicy {
                 config,
                 version: AtomicU64::new(0),
                 attempts: AtomicU64::new(0),
+                adapter: RwLock::new(None),
             }),
         })
     }
@@ -90,6 +93,30 @@ impl HttpPolicy {
     /// Sets the version reported for servers that do not report one (e.g. after pushing weights).
     pub fn set_version(&self, version: u64) {
         self.inner.version.store(version, Ordering::Release);
+    }
+
+    /// Names the LoRA adapter later requests use (`None`: the base model): it replaces `model`
+    /// in OpenAI requests (vLLM serves a runtime-loaded adapter under its name) and is sent as
+    /// `lora_path` to SGLang's `/generate`.
+    pub fn set_adapter(&self, name: Option<String>) {
+        match self.inner.adapter.write() {
+            Ok(mut adapter) => *adapter = name,
+            Err(poisoned) => *poisoned.into_inner() = name,
+        }
+    }
+
+    /// The LoRA adapter requests name, if any.
+    pub fn adapter(&self) -> Option<String> {
+        match self.inner.adapter.read() {
+            Ok(adapter) => adapter.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// The model name OpenAI requests carry: the adapter's when one is set, else `config.model`.
+    pub fn model_name(&self) -> String {
+        self.adapter()
+            .unwrap_or_else(|| self.inner.config.model.clone())
     }
 
     /// HTTP attempts made so far, retries included (for metrics and tests).
@@ -203,10 +230,14 @@ impl HttpPolicy {
         let (path, body) = match config.flavor {
             ApiFlavor::OpenAiCompletions => (
                 "/v1/completions",
-                wire::completions_body(&config.model, request, config.ignore_eos),
+                wire::completions_body(&self.model_name(), request, config.ignore_eos),
             ),
             ApiFlavor::SglangGenerate => {
-                ("/generate", wire::generate_body(request, config.ignore_eos))
+                let mut body = wire::generate_body(request, config.ignore_eos);
+                if let (Some(adapter), Some(map)) = (self.adapter(), body.as_object_mut()) {
+                    map.insert("lora_path".into(), Value::String(adapter));
+                }
+                ("/generate", body)
             }
         };
         let answer = self

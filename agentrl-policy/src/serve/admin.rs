@@ -1,4 +1,7 @@
-//! The management routes of `agentrl serve`: the model list, health, and weight reloads.
+//! The management routes of `agentrl serve`: the model list, health, and weight reloads (from a
+//! path the server can read, or from a version uploaded over HTTP, see [`super::upload`]).
+
+use std::path::PathBuf;
 
 use agentrl_core::Policy;
 use axum::Json;
@@ -26,26 +29,47 @@ pub async fn health(State(s): State<Shared>) -> Json<Value> {
     }))
 }
 
-/// `POST /v1/load_weights {"path": ..., "version": N?}`: loads a checkpoint into the running
-/// model (between batches) and sets the policy version (default: current + 1).
+/// `POST /v1/load_weights {"path": ..., "version": N?}` or `{"upload": N}`: loads a checkpoint
+/// (or an uploaded version) into the running model (between batches) and sets the policy
+/// version (default: the uploaded version, else current + 1). Loading an upload removes the
+/// uploads of older versions.
 pub async fn load_weights(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let req: LoadWeightsRequest = parse_body(&body, "/v1/load_weights")?;
+    let path = match (&req.path, req.upload) {
+        (Some(path), None) => path.clone(),
+        (None, Some(upload)) => s.uploads.resolve(upload)?,
+        _ => {
+            return Err(ApiError::bad(
+                "/v1/load_weights: send exactly one of `path` and `upload`",
+            ));
+        }
+    };
+    let version = load_path(&s, path.clone(), req.version.or(req.upload)).await?;
+    if let Some(upload) = req.upload {
+        s.uploads.prune_below(upload);
+    }
+    Ok(Json(json!({"path": path, "policy_version": version})))
+}
+
+/// Loads the weights at `path` into the running model as `version` (default: current + 1),
+/// one load at a time; returns the version set.
+pub async fn load_path(s: &Shared, path: PathBuf, version: Option<u64>) -> Result<u64, ApiError> {
     let _one_at_a_time = s.loading.lock().await;
     let state = s.clone();
-    let path = req.path.clone();
-    let weights = tokio::task::spawn_blocking(move || (state.model.loader)(&path))
+    let from = path.clone();
+    let weights = tokio::task::spawn_blocking(move || (state.model.loader)(&from))
         .await
         .map_err(|e| ApiError::internal(format!("weight loading task failed: {e}")))?
-        .map_err(|e| ApiError::bad(format!("loading weights from {}: {e}", req.path.display())))?;
-    let version = req.version.unwrap_or(s.model.policy.version() + 1);
+        .map_err(|e| ApiError::bad(format!("loading weights from {}: {e}", path.display())))?;
+    let version = version.unwrap_or(s.model.policy.version() + 1);
     s.model
         .policy
         .set_weights(weights, version)
         .await
-        .map_err(|e| ApiError::bad(format!("applying weights from {}: {e}", req.path.display())))?;
+        .map_err(|e| ApiError::bad(format!("applying weights from {}: {e}", path.display())))?;
     tracing::info!(
         "loaded weights from {} as version {version}",
-        req.path.display()
+        path.display()
     );
-    Ok(Json(json!({"path": req.path, "policy_version": version})))
+    Ok(version)
 }

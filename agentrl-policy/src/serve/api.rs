@@ -273,13 +273,37 @@ impl GenerateSampling {
     }
 }
 
-/// `POST /v1/load_weights`.
+/// `POST /v1/load_weights`: exactly one of `path` and `upload`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct LoadWeightsRequest {
     /// Checkpoint to load (a safetensors file, an AgentRL run directory, a Hugging Face
     /// directory or a `.gguf` file, matching the served model), or a PEFT LoRA adapter
     /// directory, merged into the base model the server started with.
-    pub path: std::path::PathBuf,
-    /// The new policy version (default: the current one plus 1).
+    #[serde(default)]
+    pub path: Option<std::path::PathBuf>,
+    /// A version uploaded with `PUT /v1/weights/{version}/{file}` (see [`super::upload`]).
+    #[serde(default)]
+    pub upload: Option<u64>,
+    /// The new policy version (default: the uploaded version, else the current one plus 1).
     pub version: Option<u64>,
+}
+
+/// The body of vLLM's `/v1/load_lora_adapter` and SGLang's `/load_lora_adapter`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LoraAdapterRequest {
+    /// The adapter's name; a name ending in `-v{N}` sets the policy version to N.
+    pub lora_name: String,
+    /// The PEFT adapter directory (absent in unload requests).
+    #[serde(default)]
+    pub lora_path: Option<std::path::PathBuf>,
+}
+
+/// The body of SGLang's `/update_weights_from_disk`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct UpdateFromDiskRequest {
+    /// The weights to load (a checkpoint file or directory).
+    pub model_path: std::path::PathBuf,
+    /// SGLang's weight version label; a number sets the policy version.
+    #[serde(default)]
+    pub weight_version: Option<String>,
 }

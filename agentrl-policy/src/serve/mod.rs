@@ -10,7 +10,11 @@
 //! chat format, tool calls returned in OpenAI's `tool_calls`), SGLang's `POST /generate`,
 //! `POST /v1/load_weights {"path", "version"?}` (new weights into the running model: a
 //! checkpoint, or a PEFT LoRA adapter directory merged into the base the server started with) and
-//! `GET /health`. Every answer carries the extension field `policy_version`. Concurrent requests
+//! `GET /health`; weights uploaded over HTTP (`PUT /v1/weights/{version}/{file}` with an
+//! `x-content-sha256` header, then `POST /v1/load_weights {"upload": version}`, see [`upload`]);
+//! and vLLM's and SGLang's weight-update routes (`/v1/load_lora_adapter`,
+//! `/v1/unload_lora_adapter`, `/update_weights_from_disk`, `/load_lora_adapter`,
+//! `/unload_lora_adapter`, see [`fleet`]). Every answer carries the extension field `policy_version`. Concurrent requests
 //! share forward batches on the model thread ([`crate::TchPolicy`]). Any `model` name
 //! in a request is accepted: one model is served. Errors are OpenAI-shaped JSON; bad input is a
 //! 400 that says what is wrong. Stop strings (`stop`) end generation once the text contains one:
@@ -25,10 +29,12 @@ pub mod admin;
 mod answer;
 pub mod api;
 pub mod chat;
+pub mod fleet;
 pub mod handlers;
 pub mod logprobs;
 pub mod model;
 pub mod stream;
+pub mod upload;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,12 +47,13 @@ use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use clap::Args;
 
 use crate::llama::Dtype;
 
 pub use model::{Codec, ServedModel};
+pub use upload::UploadStore;
 
 /// Arguments of `agentrl serve`.
 #[derive(Debug, Clone, Args)]
@@ -79,6 +86,13 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on every route but /health.
     #[arg(long)]
     pub api_key: Option<String>,
+    /// Directory for weights uploaded over HTTP (default: a fresh temporary directory, removed
+    /// when the server stops).
+    #[arg(long)]
+    pub upload_dir: Option<PathBuf>,
+    /// Largest weights file accepted by upload, in MiB.
+    #[arg(long, default_value_t = upload::DEFAULT_MAX_FILE_BYTES >> 20)]
+    pub max_upload_mib: u64,
 }
 
 /// The state the route handlers receive.
@@ -94,6 +108,10 @@ pub struct ServeState {
     pub loading: tokio::sync::Mutex<()>,
     /// The bearer token every route but `/health` requires, when set.
     pub api_key: Option<String>,
+    /// Weights uploaded over HTTP.
+    pub uploads: UploadStore,
+    /// The LoRA adapter merged in by the vLLM/SGLang-style routes, by name.
+    pub adapter: std::sync::Mutex<Option<String>>,
 }
 
 impl ServeState {
@@ -104,11 +122,23 @@ impl ServeState {
 
     /// State serving `model` to callers that send `Authorization: Bearer KEY`.
     pub fn with_api_key(model: ServedModel, api_key: Option<String>) -> Arc<Self> {
+        let uploads = UploadStore::new(None, upload::DEFAULT_MAX_FILE_BYTES);
+        Self::with_options(model, api_key, uploads)
+    }
+
+    /// State serving `model` (behind `api_key` when set), keeping uploads in `uploads`.
+    pub fn with_options(
+        model: ServedModel,
+        api_key: Option<String>,
+        uploads: UploadStore,
+    ) -> Arc<Self> {
         Arc::new(ServeState {
             model,
             next_id: AtomicU64::new(0),
             loading: tokio::sync::Mutex::new(()),
             api_key,
+            uploads,
+            adapter: std::sync::Mutex::new(None),
         })
     }
 }
@@ -145,6 +175,15 @@ pub fn app(state: Arc<ServeState>) -> Router {
         .route("/v1/chat/completions", post(handlers::chat))
         .route("/generate", post(handlers::generate))
         .route("/v1/load_weights", post(admin::load_weights))
+        .route("/v1/weights/{version}/{file}", put(upload::put_weights))
+        .route("/v1/load_lora_adapter", post(fleet::vllm_load_lora))
+        .route("/v1/unload_lora_adapter", post(fleet::vllm_unload_lora))
+        .route(
+            "/update_weights_from_disk",
+            post(fleet::sglang_update_from_disk),
+        )
+        .route("/load_lora_adapter", post(fleet::sglang_load_lora))
+        .route("/unload_lora_adapter", post(fleet::sglang_unload_lora))
         .route("/health", get(admin::health))
         .layer(middleware::from_fn_with_state(state.clone(), require_key))
         .with_state(state)
@@ -189,7 +228,12 @@ pub async fn run(args: ServeArgs) -> Result<()> {
              --api-key, or bind 127.0.0.1)"
         );
     }
-    axum::serve(listener, app(ServeState::with_api_key(model, args.api_key)))
+    let uploads = UploadStore::new(
+        args.upload_dir.clone(),
+        args.max_upload_mib.saturating_mul(1 << 20),
+    );
+    let state = ServeState::with_options(model, args.api_key, uploads);
+    axum::serve(listener, app(state))
         .with_graceful_shutdown(async {
             if let Err(e) = tokio::signal::ctrl_c().await {
                 tracing::warn!("cannot listen for Ctrl-C ({e}); serving until killed");

@@ -251,6 +251,10 @@ pub(super) fn learner_loop(
         if let Some(now) = engine {
             last_engine = now;
         }
+        let mut record = record;
+        if let WeightSync::Servers(_) = weights.as_ref() {
+            record["rollout_servers_dropped"] = serde_json::json!(weights.servers_dropped());
+        }
         metrics.write(&record)?;
         summary.steps += 1;
         summary.trajectories += updated.trained;
