@@ -20,6 +20,8 @@
 
 pub mod env;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod message;
 pub mod policy;
 pub mod reward;
@@ -34,4 +36,6 @@ pub use policy::{FinishReason, Generation, GenerationRequest, Policy, SamplingPa
 pub use reward::{RewardBreakdown, RewardFn};
 pub use rng::{SeededRng, stable_hash};
 pub use tool::{Tool, ToolContext, ToolError};
-pub use trajectory::{BadLine, Outcome, Trajectory, Turn, read_jsonl, write_jsonl};
+pub use trajectory::{
+    BadLine, Outcome, Trajectory, Turn, read_jsonl, read_jsonl_from, write_jsonl,
+};

@@ -262,9 +262,17 @@ pub fn write_jsonl(path: &Path, trajectories: &[Trajectory], append: bool) -> Re
 /// Reads trajectories from a JSONL file; broken lines are reported with their number and skipped.
 pub fn read_jsonl(path: &Path) -> Result<(Vec<Trajectory>, Vec<BadLine>)> {
     let file = std::fs::File::open(path).map_err(|e| Error::io("opening", path, e))?;
+    read_jsonl_from(std::io::BufReader::new(file), path)
+}
+
+/// [`read_jsonl`] over any reader; `path` only names the source in messages.
+pub fn read_jsonl_from(
+    reader: impl BufRead,
+    path: &Path,
+) -> Result<(Vec<Trajectory>, Vec<BadLine>)> {
     let mut good = Vec::new();
     let mut bad = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+    for (i, line) in reader.lines().enumerate() {
         let line = line.map_err(|e| Error::io("reading", path, e))?;
         if line.trim().is_empty() {
             continue;

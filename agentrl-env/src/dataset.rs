@@ -39,6 +39,7 @@ mod final_answer;
 mod mapping;
 #[cfg(feature = "dataset-parquet")]
 mod parquet_file;
+mod record;
 #[cfg(feature = "shell-envs")]
 mod script;
 mod source;

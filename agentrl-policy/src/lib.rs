@@ -34,6 +34,8 @@
 pub mod chat;
 pub mod cross;
 mod fanout;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gguf;
 pub mod hf;
 pub mod http;

@@ -44,6 +44,8 @@ pub mod config;
 pub mod efficiency;
 pub mod execution;
 pub mod format;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 pub mod incomplete;
 pub mod judge;

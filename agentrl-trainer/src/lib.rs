@@ -41,6 +41,8 @@ pub mod dashboard;
 pub mod demos;
 pub mod envs;
 pub mod eval;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod judge;
 pub mod learner;
 pub mod loss;

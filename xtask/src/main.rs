@@ -3,9 +3,11 @@
 
 mod cycles;
 mod features;
+mod fuzz;
 mod libtorch;
 mod manifest;
 mod parity;
+mod soak;
 
 use std::env;
 use std::ffi::OsString;
@@ -41,6 +43,15 @@ commands:
   parity                setup, a venv with torch + transformers (.venv-parity, ~4.9 GB once),
                         then the logits-parity tests of the Llama-family decoder (fp32 < 1e-4;
                         bf16 error at most twice transformers' own)
+  fuzz [--seconds N] [TARGET...]
+                        run the cargo-fuzz targets of fuzz/ (nightly; installs cargo-fuzz if
+                        missing) N seconds each (default 60), then print executions, exec/s,
+                        crashes and timeouts per target; fails on any finding
+  soak [--config F] [--steps N] [--minutes M]
+                        a long `agentrl demo` (default configs/demo.toml, 1500 RL steps, at
+                        most 30 minutes) sampled every 10 s: resident memory (growth after
+                        warm-up under 10%), descriptors, threads, children; fails on growth or
+                        on processes/temporary files that outlive the run
   help                  print this text
 
 environment:
@@ -96,6 +107,8 @@ fn main() -> ExitCode {
         Some("parity") => cmd_parity(&rest),
         Some("features") => cmd_features(&rest),
         Some("cycles") => cmd_cycles(&rest),
+        Some("fuzz") => repo_root().and_then(|root| fuzz::cmd_fuzz(&root, &rest)),
+        Some("soak") => cmd_soak(&rest),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -209,6 +222,13 @@ fn cmd_demo(args: &[OsString]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `cargo xtask soak`: the release binary, then [`soak::cmd_soak`].
+fn cmd_soak(args: &[OsString]) -> Result<()> {
+    let root = repo_root()?;
+    let exe = build_agentrl(&root)?;
+    soak::cmd_soak(&root, &exe, args)
 }
 
 /// Setup, then the release build of the `agentrl` binary; returns its path.

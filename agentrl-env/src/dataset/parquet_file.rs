@@ -10,7 +10,7 @@ use agentrl_core::{Error, Result};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use serde_json::Value;
 
-use super::source::{ReadRecords, Record, RecordPlace, RowWarning};
+use super::record::{ReadRecords, Record, RecordPlace, RowWarning};
 
 /// Reads every row of the Parquet file at `path`; rows are counted from 0 across row groups.
 pub fn read_parquet(path: &Path) -> Result<ReadRecords> {

@@ -48,17 +48,25 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Parses a JSON body: 400 when it is not JSON, 422 when fields are missing or mistyped.
-pub(crate) fn parse_body<T: DeserializeOwned>(
-    body: &std::result::Result<Bytes, BytesRejection>,
+/// The bytes of a body axum could read (else its status and message).
+pub(crate) fn body_bytes<'a>(
+    body: &'a std::result::Result<Bytes, BytesRejection>,
     what: &str,
-) -> std::result::Result<T, ApiError> {
-    let bytes = body.as_ref().map_err(|e| {
+) -> std::result::Result<&'a [u8], ApiError> {
+    body.as_ref().map(|b| b.as_ref()).map_err(|e| {
         ApiError::new(
             e.status(),
             format!("could not read the {what} body: {}", e.body_text()),
         )
-    })?;
+    })
+}
+
+/// Parses the JSON of a `what` body: 400 when it is not JSON, 422 when fields are missing or
+/// mistyped.
+pub(crate) fn parse_json<T: DeserializeOwned>(
+    bytes: &[u8],
+    what: &str,
+) -> std::result::Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| {
         let status = if e.is_data() {
             StatusCode::UNPROCESSABLE_ENTITY

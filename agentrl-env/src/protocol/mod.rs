@@ -25,6 +25,8 @@
 pub mod client;
 pub mod controller;
 mod ended;
+#[doc(hidden)]
+pub mod fuzzing;
 mod http;
 mod periodic;
 pub mod server;

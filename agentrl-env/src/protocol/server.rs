@@ -26,8 +26,8 @@ use tokio::task::JoinHandle;
 
 use super::ended::{Ended, EndedLog};
 use super::http::{
-    ApiError, ServiceHandle, Serving, check_token_config, indices_query, parse_body, session_id,
-    with_token,
+    ApiError, ServiceHandle, Serving, body_bytes, check_token_config, indices_query, parse_json,
+    session_id, with_token,
 };
 use super::{
     CancelResponse, IndicesQuery, InteractRequest, InteractResponse, SESSION_HEADER, SampleStatus,
@@ -299,7 +299,7 @@ async fn start_sample(
     State(shared): State<Arc<Shared>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let request: StartSampleRequest = parse_body(&body, "start_sample")?;
+    let request = parse_start_sample_body(body_bytes(&body, "start_sample")?)?;
     let factory = shared.factory(&request.name)?.clone();
     let custom = request.custom_task.is_some();
     let task: Task = match (request.custom_task, request.index) {
@@ -394,6 +394,18 @@ fn full(shared: &Shared) -> ApiError {
     )
 }
 
+/// Parses a `start_sample` body (the server's and the controller's handlers): 400 when it is
+/// not JSON, 422 when fields are missing or mistyped.
+pub(crate) fn parse_start_sample_body(bytes: &[u8]) -> Result<StartSampleRequest, ApiError> {
+    parse_json(bytes, "start_sample")
+}
+
+/// Parses an `interact` body into its one assistant message: 400 when it is not JSON, 422
+/// when fields are missing or mistyped or it holds other than one message.
+pub(crate) fn parse_interact_body(bytes: &[u8]) -> Result<Message, ApiError> {
+    action_of(parse_json(bytes, "interact")?)
+}
+
 /// The one assistant message of an interact request.
 fn action_of(request: InteractRequest) -> Result<Message, ApiError> {
     let n = request.messages.len();
@@ -413,7 +425,7 @@ async fn interact(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<InteractResponse>, ApiError> {
     let id = session_id(&headers)?;
-    let action = action_of(parse_body(&body, "interact")?)?;
+    let action = parse_interact_body(body_bytes(&body, "interact")?)?;
     let session = shared.session(id)?;
     session.touch();
     let worker = shared.clone();

@@ -18,6 +18,12 @@ pub const TEMPLATE_JINJA_FILE: &str = "chat_template.jinja";
 /// The JSON chat template file (`{"chat_template": ...}`) some versions write instead.
 pub const TEMPLATE_JSON_FILE: &str = "chat_template.json";
 const TOOL_USE: &str = "tool_use";
+/// The work one render may do (minijinja fuel: about one unit per instruction and per 64 bytes
+/// of data a template creates, so at most ~256 MB). Real templates rendering long conversations
+/// use well under 1% of it; a template that loops (nearly) forever or builds huge strings fails
+/// with an error instead of hanging or exhausting memory. Nesting is bounded by minijinja's own
+/// limits (parser depth 150, runtime recursion 500).
+const TEMPLATE_FUEL: u64 = 4_000_000;
 
 /// A compiled chat template plus the special-token strings it refers to.
 ///
@@ -163,6 +169,7 @@ impl ChatTemplate {
             .build()
             .map_err(|e| HfError::Template(describe(&e)))?;
         env.set_syntax(syntax);
+        env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_filter("tojson", py_tojson);
         env.add_function("raise_exception", raise_exception);

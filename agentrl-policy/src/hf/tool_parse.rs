@@ -150,8 +150,11 @@ fn strip_fence(text: &str) -> &str {
 }
 
 /// Reads one or more JSON call objects (or arrays of them) from a call body.
+///
+/// A loop, not a recursion per call: generated text may hold any number of calls, and each
+/// level of recursion would cost stack.
 fn read_calls(body: &str, out: &mut ParsedToolCalls) {
-    let body = strip_fence(body);
+    let mut body = strip_fence(body);
     if body.is_empty() {
         out.errors.push("empty tool call".to_string());
         out.calls.push(FunctionCall {
@@ -160,26 +163,30 @@ fn read_calls(body: &str, out: &mut ParsedToolCalls) {
         });
         return;
     }
-    let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Json>();
-    match stream.next() {
-        Some(Ok(value)) => {
-            push_value(value, out);
-            // Allow `;` or whitespace between calls; anything else is trailing text, ignored.
-            let rest = body[stream.byte_offset()..].trim_start();
-            let rest = rest.strip_prefix(';').unwrap_or(rest).trim_start();
-            if rest.starts_with('{') || rest.starts_with('[') {
-                read_calls(rest, out);
+    loop {
+        let mut stream = serde_json::Deserializer::from_str(body).into_iter::<Json>();
+        match stream.next() {
+            Some(Ok(value)) => {
+                push_value(value, out);
+                // Allow `;` or whitespace between calls; anything else is trailing text, ignored.
+                let rest = body[stream.byte_offset()..].trim_start();
+                let rest = rest.strip_prefix(';').unwrap_or(rest).trim_start();
+                if !(rest.starts_with('{') || rest.starts_with('[')) {
+                    return;
+                }
+                body = strip_fence(rest);
             }
+            Some(Err(e)) => {
+                out.errors
+                    .push(format!("tool call is not valid JSON ({e}): {body:?}"));
+                out.calls.push(FunctionCall {
+                    name: guess_name(body),
+                    arguments: body.to_string(),
+                });
+                return;
+            }
+            None => return,
         }
-        Some(Err(e)) => {
-            out.errors
-                .push(format!("tool call is not valid JSON ({e}): {body:?}"));
-            out.calls.push(FunctionCall {
-                name: guess_name(body),
-                arguments: body.to_string(),
-            });
-        }
-        None => {}
     }
 }
 

@@ -33,6 +33,8 @@ mod registration;
 mod routes;
 mod tables;
 
+pub(crate) use registration::{parse_heartbeat_body, parse_register_body};
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use super::tables::{Shared, Worker};
 use crate::locking::lock;
 use crate::protocol::ErrorBody;
-use crate::protocol::http::{ApiError, parse_body};
+use crate::protocol::http::{ApiError, body_bytes, parse_json};
 
 /// Body of `POST /api/register`.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
@@ -90,11 +90,12 @@ fn normalize(address: &str) -> String {
     }
 }
 
-pub(super) async fn register(
-    State(shared): State<Arc<Shared>>,
-    body: std::result::Result<Bytes, BytesRejection>,
-) -> Result<Json<RegisterResponse>, ApiError> {
-    let request: RegisterRequest = parse_body(&body, "register")?;
+/// Parses and checks a `register` body: the request and its trimmed, non-empty env ids; 400
+/// when it is not JSON, 422 when fields are missing, mistyped or invalid.
+pub(crate) fn parse_register_body(
+    bytes: &[u8],
+) -> Result<(RegisterRequest, Vec<String>), ApiError> {
+    let request: RegisterRequest = parse_json(bytes, "register")?;
     if request.address.trim().is_empty() {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -129,6 +130,14 @@ pub(super) async fn register(
             "`worker_token` must not be empty (leave it out when the worker needs no token)",
         ));
     }
+    Ok((request, envs))
+}
+
+pub(super) async fn register(
+    State(shared): State<Arc<Shared>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<RegisterResponse>, ApiError> {
+    let (request, envs) = parse_register_body(body_bytes(&body, "register")?)?;
     let base = normalize(&request.address);
     let wid = shared.next_worker.fetch_add(1, Ordering::Relaxed);
     {
@@ -162,22 +171,33 @@ pub(super) async fn register(
     }))
 }
 
-pub(super) async fn heartbeat(
-    State(shared): State<Arc<Shared>>,
-    body: std::result::Result<Bytes, BytesRejection>,
-) -> Result<Json<HeartbeatResponse>, ApiError> {
-    let request: HeartbeatRequest = parse_body(&body, "heartbeat")?;
-    let unknown = || {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("unknown worker `{}`; register again", request.worker_id),
-        )
-    };
+/// The answer to a heartbeat from a worker the controller does not know (404).
+fn unknown_worker(worker_id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("unknown worker `{worker_id}`; register again"),
+    )
+}
+
+/// Parses a `heartbeat` body: the request and the number of its `worker-N` id; 400 when it is
+/// not JSON, 422 when fields are missing or mistyped, 404 when the id is not one `register`
+/// gives.
+pub(crate) fn parse_heartbeat_body(bytes: &[u8]) -> Result<(HeartbeatRequest, u64), ApiError> {
+    let request: HeartbeatRequest = parse_json(bytes, "heartbeat")?;
     let wid: u64 = request
         .worker_id
         .strip_prefix("worker-")
         .and_then(|n| n.parse().ok())
-        .ok_or_else(unknown)?;
+        .ok_or_else(|| unknown_worker(&request.worker_id))?;
+    Ok((request, wid))
+}
+
+pub(super) async fn heartbeat(
+    State(shared): State<Arc<Shared>>,
+    body: std::result::Result<Bytes, BytesRejection>,
+) -> Result<Json<HeartbeatResponse>, ApiError> {
+    let (request, wid) = parse_heartbeat_body(body_bytes(&body, "heartbeat")?)?;
+    let unknown = || unknown_worker(&request.worker_id);
     let mut t = lock(&shared.tables);
     let timeout = shared.config.heartbeat_timeout;
     let late = t

@@ -16,10 +16,11 @@ use axum::response::{IntoResponse, Response};
 use super::tables::{Route, Shared, WorkerAddr, pick, unreserve};
 use crate::locking::lock;
 use crate::protocol::ended::Ended;
-use crate::protocol::http::{ApiError, indices_query, parse_body, session_id};
+use crate::protocol::http::{ApiError, body_bytes, indices_query, session_id};
+use crate::protocol::server::parse_start_sample_body;
 use crate::protocol::{
-    CancelResponse, ErrorBody, IndicesQuery, SESSION_HEADER, SampleStatus, SessionInfo,
-    StartSampleRequest, WorkerInfo, indices_route,
+    CancelResponse, ErrorBody, IndicesQuery, SESSION_HEADER, SampleStatus, SessionInfo, WorkerInfo,
+    indices_route,
 };
 
 /// A worker's answer, passed on to the client as is.
@@ -115,7 +116,7 @@ pub(super) async fn start_sample(
     State(shared): State<Arc<Shared>>,
     body: std::result::Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let request: StartSampleRequest = parse_body(&body, "start_sample")?;
+    let request = parse_start_sample_body(body_bytes(&body, "start_sample")?)?;
     let raw = body.unwrap_or_default();
     // A worker that cannot be reached (it died since its last heartbeat, or refuses the
     // controller's token) is skipped and the next least-loaded one tried; its heartbeat
