@@ -2,7 +2,8 @@
 //! watched from outside. Every 10 s it samples the trainer's resident memory, open file
 //! descriptors, threads and child processes from `/proc` (all samples go to
 //! `runs/soak/samples.csv`). At the end it reports whether memory stayed flat after warm-up
-//! (growth under 10% from the sample at a fifth of the run, by then in RL, to the last one),
+//! (growth under 10% from the first sample two minutes into RL, when the rollout engine's
+//! caches have filled, to the last one),
 //! whether descriptors and threads stayed bounded, and whether any process or temporary file
 //! outlived the run. The trainer gets a private `TMPDIR`, so sandbox workspaces it leaves
 //! behind are visible.
@@ -17,6 +18,9 @@ use crate::{Failure, Result, section};
 
 /// How often the trainer is sampled.
 const EVERY: Duration = Duration::from_secs(10);
+
+/// How long RL runs before resident memory counts as warmed up.
+const WARM_UP: u64 = 120;
 
 /// Growth of resident memory after warm-up that counts as a leak.
 const MAX_GROWTH: f64 = 0.10;
@@ -34,6 +38,7 @@ struct Sample {
     seconds: u64,
     rss_kib: u64,
     fds: usize,
+    in_rl: bool,
     threads: u64,
     children: usize,
 }
@@ -76,7 +81,8 @@ pub fn cmd_soak(root: &Path, exe: &Path, args: &[OsString]) -> Result<()> {
         )
         .spawn()
         .map_err(|e| Failure::new(format!("cannot start {}: {e}", exe.display())))?;
-    let (samples, finished) = watch(&mut child, Duration::from_secs(args.minutes * 60))?;
+    let limit = Duration::from_secs(args.minutes * 60);
+    let (samples, finished) = watch(&mut child, limit, &run_dir.join("train.log"))?;
     write_csv(&run_dir.join("samples.csv"), &samples)?;
     report(&samples, finished, &tmp, child.id())
 }
@@ -114,7 +120,7 @@ fn parse(args: &[OsString]) -> Result<SoakArgs> {
 
 /// Samples `child` every [`EVERY`] until it exits or `limit` passes (then it is killed);
 /// returns the samples and whether it finished by itself with success.
-fn watch(child: &mut Child, limit: Duration) -> Result<(Vec<Sample>, bool)> {
+fn watch(child: &mut Child, limit: Duration, log: &Path) -> Result<(Vec<Sample>, bool)> {
     let started = Instant::now();
     let mut samples = Vec::new();
     loop {
@@ -132,7 +138,8 @@ fn watch(child: &mut Child, limit: Duration) -> Result<(Vec<Sample>, bool)> {
             let _ = child.wait();
             return Ok((samples, false));
         }
-        if let Some(sample) = sample(child.id(), started.elapsed().as_secs()) {
+        if let Some(mut sample) = sample(child.id(), started.elapsed().as_secs()) {
+            sample.in_rl = samples.last().is_some_and(|s: &Sample| s.in_rl) || rl_started(log);
             if samples.len() % 6 == 0 {
                 println!(
                     "{:>6} s  rss {:>8} KiB  fds {:>4}  threads {:>3}  children {:>3}",
@@ -162,9 +169,15 @@ fn sample(pid: u32, seconds: u64) -> Option<Sample> {
         seconds,
         rss_kib: field("VmRSS:")?,
         fds,
+        in_rl: false,
         threads: field("Threads:")?,
         children: descendants(pid).len(),
     })
+}
+
+/// Whether the trainer's log shows an RL step.
+fn rl_started(log: &Path) -> bool {
+    fs::read_to_string(log).is_ok_and(|text| text.contains("rl step "))
 }
 
 /// Processes whose parent chain reaches `pid`.
@@ -204,7 +217,15 @@ fn report(samples: &[Sample], finished: bool, tmp: &Path, pid: u32) -> Result<()
     let Some(last) = samples.last() else {
         return Err(Failure::new("the trainer exited before the first sample"));
     };
-    let warm = samples[samples.len() / 5];
+    let rl_start = samples.iter().find(|s| s.in_rl).map(|s| s.seconds);
+    let Some(warm) = rl_start
+        .and_then(|start| samples.iter().find(|s| s.seconds >= start + WARM_UP))
+        .copied()
+    else {
+        return Err(Failure::new(format!(
+            "RL did not run for {WARM_UP} s within the soak; give it more --minutes"
+        )));
+    };
     let peak_rss = samples.iter().map(|s| s.rss_kib).max().unwrap_or(0);
     let growth = last.rss_kib as f64 / warm.rss_kib.max(1) as f64 - 1.0;
     let range = |f: fn(&Sample) -> u64| {
@@ -221,7 +242,8 @@ fn report(samples: &[Sample], finished: bool, tmp: &Path, pid: u32) -> Result<()
         EVERY.as_secs()
     );
     println!(
-        "resident memory: {} MiB after warm-up ({} s), {} MiB peak, {} MiB last: {:+.1}%",
+        "resident memory: {} MiB after warm-up ({} s, {WARM_UP} s into RL), {} MiB peak, {} MiB \
+         last: {:+.1}%",
         warm.rss_kib / 1024,
         warm.seconds,
         peak_rss / 1024,
@@ -269,11 +291,11 @@ fn report(samples: &[Sample], finished: bool, tmp: &Path, pid: u32) -> Result<()
 
 /// Writes every sample as a CSV row.
 fn write_csv(path: &Path, samples: &[Sample]) -> Result<()> {
-    let mut text = String::from("seconds,rss_kib,fds,threads,children\n");
+    let mut text = String::from("seconds,rss_kib,fds,threads,children,in_rl\n");
     for s in samples {
         text.push_str(&format!(
-            "{},{},{},{},{}\n",
-            s.seconds, s.rss_kib, s.fds, s.threads, s.children
+            "{},{},{},{},{},{}\n",
+            s.seconds, s.rss_kib, s.fds, s.threads, s.children, s.in_rl
         ));
     }
     fs::write(path, text).map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))
