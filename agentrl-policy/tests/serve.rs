@@ -449,7 +449,12 @@ async fn bad_requests_are_openai_shaped_400s() {
         (
             "/v1/load_weights",
             json!({"paths": "x"}).to_string(),
-            "missing field `path`",
+            "unknown field `paths`",
+        ),
+        (
+            "/v1/load_weights",
+            json!({"version": 3}).to_string(),
+            "exactly one of `path` and `upload`",
         ),
     ];
     for (route, body, needle) in cases {

@@ -275,6 +275,7 @@ impl GenerateSampling {
 
 /// `POST /v1/load_weights`: exactly one of `path` and `upload`.
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LoadWeightsRequest {
     /// Checkpoint to load (a safetensors file, an AgentRL run directory, a Hugging Face
     /// directory or a `.gguf` file, matching the served model), or a PEFT LoRA adapter
