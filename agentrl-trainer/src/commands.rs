@@ -285,19 +285,9 @@ async fn eval_agent(args: &EvalArgs, agent: &Agent, label: &str) -> Result<EvalR
         concurrency: args.concurrency.max(1),
     };
     let (report, episodes) = evaluate_agent(agent, &envs, &options).await?;
-    let samples = args.run_dir.join("samples");
-    std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
-    agentrl_core::write_jsonl(
-        &samples.join(format!("eval_{label}.jsonl")),
-        &episodes,
-        false,
-    )?;
-    let mut record =
-        serde_json::to_value(&report).map_err(|e| Error::json("evaluation report", e))?;
-    record["kind"] = serde_json::json!("eval");
-    record["label"] = serde_json::json!(label);
-    record["step"] = serde_json::json!(0);
-    crate::metrics::MetricsWriter::open(&args.run_dir.join("metrics.jsonl"))?.write(&record)?;
+    std::fs::create_dir_all(&args.run_dir).map_err(|e| Error::io("creating", &args.run_dir, e))?;
+    let mut metrics = crate::metrics::MetricsWriter::open(&args.run_dir.join("metrics.jsonl"))?;
+    crate::eval::save_evaluation(&args.run_dir, label, 0, &report, &episodes, &mut metrics)?;
     Ok(report)
 }
 

@@ -171,6 +171,32 @@ impl EvalReport {
     }
 }
 
+/// Saves an evaluation under `run_dir`: the episodes to `samples/eval_{label}.jsonl` and the
+/// report, as an `eval` record of `label` at `step`, through `metrics`.
+pub fn save_evaluation(
+    run_dir: &std::path::Path,
+    label: &str,
+    step: usize,
+    report: &EvalReport,
+    episodes: &[Trajectory],
+    metrics: &mut crate::metrics::MetricsWriter,
+) -> Result<()> {
+    let samples = run_dir.join("samples");
+    std::fs::create_dir_all(&samples)
+        .map_err(|e| agentrl_core::Error::io("creating", &samples, e))?;
+    agentrl_core::write_jsonl(
+        &samples.join(format!("eval_{label}.jsonl")),
+        episodes,
+        false,
+    )?;
+    let mut record = serde_json::to_value(report)
+        .map_err(|e| agentrl_core::Error::json("evaluation report", e))?;
+    record["kind"] = serde_json::json!("eval");
+    record["label"] = serde_json::json!(label);
+    record["step"] = serde_json::json!(step);
+    metrics.write(&record)
+}
+
 /// Plays `tasks` (each with its group id) with `params` (greedy by default:
 /// [`SamplingParams::greedy`]), all concurrently; returns the report and the trajectories.
 pub async fn evaluate(

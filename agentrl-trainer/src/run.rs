@@ -285,19 +285,14 @@ impl Run {
             .flat_map(|pair| std::iter::repeat_n(pair, samples))
             .collect();
         let (report, trajectories) = evaluate(&ctx, tasks, &self.config.eval.sampling).await?;
-        let samples = self.dir.join("samples");
-        std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
-        write_jsonl(
-            &samples.join(format!("eval_{label}.jsonl")),
+        crate::eval::save_evaluation(
+            &self.dir,
+            label,
+            step,
+            &report,
             &trajectories,
-            false,
+            &mut self.metrics()?,
         )?;
-        let mut record =
-            serde_json::to_value(&report).map_err(|e| Error::json("evaluation report", e))?;
-        record["kind"] = serde_json::json!("eval");
-        record["label"] = serde_json::json!(label);
-        record["step"] = serde_json::json!(step);
-        self.metrics()?.write(&record)?;
         tracing::info!(
             "eval [{label}]: success {:.3} on {} held-out tasks (tool use {:.3})",
             report.success_rate,
