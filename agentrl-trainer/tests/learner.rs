@@ -37,10 +37,12 @@ fn policy_logprobs(learner: &Learner, t: &Trajectory) -> Vec<f32> {
         .collect()
 }
 
+/// Held while libtorch's global generator is seeded or drawn from.
+static SEED_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A learner with seeded weights. libtorch's seed is global and tests run in parallel, so
 /// seeding and creation happen under one lock.
 fn seeded_learner(seed: i64, lr: f64) -> Learner {
-    static SEED_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     tch::manual_seed(seed);
     Learner::new(cfg(), lr, Device::Cpu).unwrap()
@@ -187,7 +189,11 @@ fn the_critic_starts_at_zero_and_learns_the_returns() {
     let a = traj(vec![1, 2], vec![3, 4, 5], vec![-2.0, -2.5, -3.0]);
     let b = traj(vec![6, 7, 8], vec![9], vec![-1.5]);
     let learner = seeded_learner(23, 1e-2);
-    let mut critic = Critic::from_learner(&learner, 1e-2, 1).unwrap();
+    // A critic's head draws from libtorch's global generator: not while another test seeds it.
+    let mut critic = {
+        let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        Critic::from_learner(&learner, 1e-2, 1).unwrap()
+    };
     let values = critic.values(&[&a, &b]).unwrap();
     assert_eq!(values.len(), 2);
     assert_eq!(
@@ -264,7 +270,11 @@ fn a_nan_in_the_policy_loss_skips_the_step_and_leaves_the_weights() {
 fn a_nan_return_skips_the_critic_step() {
     let a = traj(vec![1, 2], vec![3, 4], vec![-1.0, -1.0]);
     let learner = seeded_learner(37, 1e-2);
-    let mut critic = Critic::from_learner(&learner, 1e-2, 1).unwrap();
+    // A critic's head draws from libtorch's global generator: not while another test seeds it.
+    let mut critic = {
+        let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        Critic::from_learner(&learner, 1e-2, 1).unwrap()
+    };
     let old = critic.values(&[&a]).unwrap();
     let stats = critic.step(&[&a], &[vec![0.0, f32::NAN, 1.0]], &old, 0.2, 1.0);
     assert!(stats.skipped_non_finite, "{stats:?}");
