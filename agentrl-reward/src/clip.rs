@@ -3,8 +3,10 @@
 use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::build::{BuildReward, RewardContext, finite, invalid};
+use crate::state;
 
 /// `clamp(reward.total, min, max)`; the parts are the reward's own. Requires `min <= max`.
 pub struct Clip {
@@ -91,5 +93,25 @@ impl RewardFn for Clip {
         // Not f64::clamp: it panics when min > max, which a struct literal could build.
         inner.total = inner.total.max(self.min).min(self.max);
         Ok(inner)
+    }
+
+    /// `{"type": "clip", "reward": ...}` with the inner reward's state; `None` when it has none.
+    fn state(&self) -> Option<Value> {
+        state::composite(Self::NAME, vec![("reward", self.reward.state())])
+    }
+
+    /// Restores the inner reward.
+    fn restore_state(&self, state: &Value) -> Result<()> {
+        let object = if state.is_null() {
+            None
+        } else {
+            Some(state::expect_object(Self::NAME, state, &["reward"])?)
+        };
+        state::restore_child(
+            Self::NAME,
+            "reward",
+            self.reward.as_ref(),
+            object.and_then(|o| o.get("reward")),
+        )
     }
 }

@@ -3,8 +3,10 @@
 use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::build::{BuildReward, RewardContext, finite, invalid};
+use crate::state;
 
 /// `reward.total` when `condition.total >= threshold`, else `otherwise`.
 ///
@@ -38,6 +40,27 @@ impl Gate {
             threshold,
             otherwise: 0.0,
         }
+    }
+
+    /// Restores the condition and the reward from `state`, not all or nothing.
+    fn restore_parts(&self, state: &Value) -> Result<()> {
+        let object = if state.is_null() {
+            None
+        } else {
+            Some(state::expect_object(
+                Self::NAME,
+                state,
+                &["condition", "reward"],
+            )?)
+        };
+        let child = |key: &str| object.and_then(|o| o.get(key));
+        state::restore_child(
+            Self::NAME,
+            "condition",
+            self.condition.as_ref(),
+            child("condition"),
+        )?;
+        state::restore_child(Self::NAME, "reward", self.reward.as_ref(), child("reward"))
     }
 }
 
@@ -134,5 +157,22 @@ impl RewardFn for Gate {
             inner.total = self.otherwise;
         }
         Ok(inner)
+    }
+
+    /// `{"type": "gate", "condition": ..., "reward": ...}` (`null` for a stateless one); `None`
+    /// when neither has state.
+    fn state(&self) -> Option<Value> {
+        state::composite(
+            Self::NAME,
+            vec![
+                ("condition", self.condition.state()),
+                ("reward", self.reward.state()),
+            ],
+        )
+    }
+
+    /// Restores the condition and the reward, all or nothing.
+    fn restore_state(&self, state: &Value) -> Result<()> {
+        state::all_or_nothing(self, |s| self.restore_parts(s), state)
     }
 }

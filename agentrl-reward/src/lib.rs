@@ -14,6 +14,11 @@
 //! - Models: [`LlmJudge`] over any [`JudgeBackend`], with robust [`parse_score`], a cache, a
 //!   concurrency limit and a time-out with a counted fallback.
 //! - Composers: [`WeightedSum`], [`Gate`], [`Clip`], [`ScaleOffset`], [`RunningNorm`].
+//! - State: the stateful [`RunningNorm`] exports its running statistics through
+//!   [`RewardFn::state`](agentrl_core::RewardFn::state) and takes them back through
+//!   [`RewardFn::restore_state`](agentrl_core::RewardFn::restore_state), so they travel with
+//!   checkpoints; every composer forwards to its children (a tree with no stateful reward has
+//!   no state), and a state that does not fit the tree is an error naming where.
 //! - Configs: [`RewardConfig`] is the `[reward]` tree, a tagged enum of each reward's own
 //!   config (the reward itself, or a `…Config` beside it); every one checks its values and
 //!   builds its reward through [`BuildReward`]. [`config`] says how to add a reward.
@@ -56,6 +61,7 @@ pub mod outcome;
 pub mod running_norm;
 pub mod scale_offset;
 pub mod score;
+mod state;
 pub mod tool_format;
 pub mod turn_shaping;
 pub mod weighted;

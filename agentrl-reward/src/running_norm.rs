@@ -5,8 +5,10 @@ use std::sync::Mutex;
 use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::build::{BuildReward, RewardContext, invalid};
+use crate::state::{self, error, expect_object, json_kind};
 
 /// Count, mean and sum of squared deviations (Welford), for [`RunningNorm`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -43,7 +45,10 @@ impl RunningStats {
 ///
 /// **Stateful**: the statistics live behind a mutex inside this value and grow with every
 /// call, so the same trajectory scores differently over time, and two built copies of one
-/// config normalise independently. The first trajectory always scores 0.
+/// config normalise independently. The first trajectory always scores 0. The statistics (and
+/// the inner reward's state) travel with checkpoints through [`RewardFn::state`] and
+/// [`RewardFn::restore_state`], exactly: `{"type": "running_norm", "count": 3, "mean": 0.5,
+/// "m2": 1.25, "reward": null}`, `reward` holding the inner reward's state.
 pub struct RunningNorm {
     /// The normalised reward.
     pub reward: Box<dyn RewardFn>,
@@ -76,6 +81,68 @@ impl RunningNorm {
             Ok(stats) => *stats,
             Err(poisoned) => *poisoned.into_inner(),
         }
+    }
+
+    /// Replaces the statistics (e.g. with those of a checkpoint).
+    pub fn set_stats(&self, stats: RunningStats) {
+        match self.stats.lock() {
+            Ok(mut current) => *current = stats,
+            Err(poisoned) => *poisoned.into_inner() = stats,
+        }
+    }
+}
+
+impl RunningStats {
+    /// The statistics of a [`RunningNorm`] state object, checked: `count` a whole number,
+    /// `mean` and `m2` finite, `m2 >= 0`, and both 0 for a count where they must be.
+    fn from_state(state: &serde_json::Map<String, Value>) -> Result<RunningStats> {
+        let name = RunningNorm::NAME;
+        let field = |key: &str| state.get(key).unwrap_or(&Value::Null);
+        let count = field("count");
+        let Some(count) = count.as_u64() else {
+            return Err(error(
+                name,
+                format!("count must be a whole number >= 0, got {count}"),
+            ));
+        };
+        let number = |key: &str| {
+            let value = field(key);
+            match value.as_f64() {
+                Some(number) if number.is_finite() => Ok(number),
+                _ => Err(error(
+                    name,
+                    format!("{key} must be a finite number, got {}", shown(value)),
+                )),
+            }
+        };
+        let (mean, m2) = (number("mean")?, number("m2")?);
+        if m2 < 0.0 {
+            return Err(error(name, format!("m2 must be >= 0, got {m2}")));
+        }
+        // Welford's update leaves m2 at exactly 0 until the second value, and a fresh mean is 0.
+        if count < 2 && m2 != 0.0 {
+            return Err(error(
+                name,
+                format!("m2 must be 0 with a count of {count}, got {m2}"),
+            ));
+        }
+        if count == 0 && mean != 0.0 {
+            return Err(error(
+                name,
+                format!("mean must be 0 with a count of 0, got {mean}"),
+            ));
+        }
+        Ok(RunningStats { count, mean, m2 })
+    }
+}
+
+/// `value` for an error message: its JSON text when short, else its kind.
+fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    if text.len() <= 40 {
+        text
+    } else {
+        json_kind(value).to_string()
     }
 }
 
@@ -160,5 +227,35 @@ impl RewardFn for RunningNorm {
         };
         inner.total = (inner.total - mean) / (std + self.eps);
         Ok(inner)
+    }
+
+    /// `{"type": "running_norm", "count", "mean", "m2", "reward"}`: the statistics, exactly,
+    /// and the inner reward's state (`null` when it has none).
+    fn state(&self) -> Option<Value> {
+        let stats = self.stats();
+        Some(state::tagged(
+            Self::NAME,
+            vec![
+                ("count", Value::from(stats.count)),
+                ("mean", Value::from(stats.mean)),
+                ("m2", Value::from(stats.m2)),
+                ("reward", self.reward.state().unwrap_or(Value::Null)),
+            ],
+        ))
+    }
+
+    /// Checks the statistics, restores the inner reward, then the statistics; nothing changes
+    /// when any of it does not fit.
+    fn restore_state(&self, state: &Value) -> Result<()> {
+        let object = expect_object(Self::NAME, state, &["count", "mean", "m2", "reward"])?;
+        let stats = RunningStats::from_state(object)?;
+        state::restore_child(
+            Self::NAME,
+            "reward",
+            self.reward.as_ref(),
+            object.get("reward"),
+        )?;
+        self.set_stats(stats);
+        Ok(())
     }
 }

@@ -3,8 +3,10 @@
 use agentrl_core::{Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::build::{BuildReward, RewardContext, finite};
+use crate::state;
 
 /// `scale · reward.total + offset`; the parts are the reward's own.
 pub struct ScaleOffset {
@@ -91,5 +93,25 @@ impl RewardFn for ScaleOffset {
         let mut inner = self.reward.score(trajectory).await?;
         inner.total = self.scale * inner.total + self.offset;
         Ok(inner)
+    }
+
+    /// `{"type": "scale_offset", "reward": ...}` with the inner reward's state; `None` when it has none.
+    fn state(&self) -> Option<Value> {
+        state::composite(Self::NAME, vec![("reward", self.reward.state())])
+    }
+
+    /// Restores the inner reward.
+    fn restore_state(&self, state: &Value) -> Result<()> {
+        let object = if state.is_null() {
+            None
+        } else {
+            Some(state::expect_object(Self::NAME, state, &["reward"])?)
+        };
+        state::restore_child(
+            Self::NAME,
+            "reward",
+            self.reward.as_ref(),
+            object.and_then(|o| o.get("reward")),
+        )
     }
 }

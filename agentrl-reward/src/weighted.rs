@@ -6,8 +6,10 @@ use std::collections::btree_map::Entry;
 use agentrl_core::{Error, Result, RewardBreakdown, RewardFn, Trajectory};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::build::{BuildReward, RewardContext, finite, invalid};
+use crate::state::{self, error, json_kind};
 
 /// `total = Σ weight · term.total`; `parts` holds every term's (unweighted) parts under their
 /// own keys, and scoring fails when two terms produce the same key.
@@ -29,6 +31,39 @@ impl WeightedSum {
     pub fn term(mut self, weight: f64, reward: impl RewardFn + 'static) -> Self {
         self.terms.push((weight, Box::new(reward)));
         self
+    }
+
+    /// Restores every term from `state` (see [`RewardFn::restore_state`]), not all or nothing.
+    fn restore_terms(&self, state: &Value) -> Result<()> {
+        let term = |i: usize| format!("term {i}");
+        if state.is_null() {
+            for (i, (_, reward)) in self.terms.iter().enumerate() {
+                state::restore_child(Self::NAME, &term(i), reward.as_ref(), None)?;
+            }
+            return Ok(());
+        }
+        let object = state::expect_object(Self::NAME, state, &["terms"])?;
+        let states = match object.get("terms") {
+            Some(Value::Array(states)) if states.len() == self.terms.len() => states,
+            other => {
+                let got = match other {
+                    Some(Value::Array(states)) => format!("{} states", states.len()),
+                    Some(value) => json_kind(value).to_string(),
+                    None => "nothing".to_string(),
+                };
+                return Err(error(
+                    Self::NAME,
+                    format!(
+                        "terms must be an array of {} states, one per term, got {got}",
+                        self.terms.len()
+                    ),
+                ));
+            }
+        };
+        for (i, ((_, reward), state)) in self.terms.iter().zip(states).enumerate() {
+            state::restore_child(Self::NAME, &term(i), reward.as_ref(), Some(state))?;
+        }
+        Ok(())
     }
 }
 
@@ -138,5 +173,27 @@ impl RewardFn for WeightedSum {
             }
         }
         Ok(out)
+    }
+
+    /// `{"type": "weighted_sum", "terms": [...]}` with each term's state (`null` for a
+    /// stateless one); `None` when no term has state.
+    fn state(&self) -> Option<Value> {
+        let terms: Vec<Option<Value>> = self.terms.iter().map(|(_, r)| r.state()).collect();
+        if terms.iter().all(Option::is_none) {
+            return None;
+        }
+        let terms = terms
+            .into_iter()
+            .map(|s| s.unwrap_or(Value::Null))
+            .collect();
+        Some(state::tagged(
+            Self::NAME,
+            vec![("terms", Value::Array(terms))],
+        ))
+    }
+
+    /// Restores each term from its entry of `terms`, all or nothing.
+    fn restore_state(&self, state: &Value) -> Result<()> {
+        state::all_or_nothing(self, |s| self.restore_terms(s), state)
     }
 }
