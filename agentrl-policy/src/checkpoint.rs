@@ -2,8 +2,9 @@
 //! of a run directory, which trainers write for resuming and `agentrl serve` reads to find a
 //! run's newest weights.
 //!
-//! A checkpoint holds the model weights only: resuming restores the weights, the step and the
-//! policy version, while AdamW's moment estimates start fresh (tch does not expose them).
+//! `latest.json` names the newest weights file of a run, relative to its `checkpoints/` folder
+//! (`step-000020/model.safetensors`). The trainer's checkpoint directories around it, with the
+//! optimiser state and everything else a resumed run needs, are `agentrl-trainer`'s.
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +78,16 @@ pub fn read_latest(run_dir: &Path) -> Result<Option<(LatestCheckpoint, PathBuf)>
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
     let latest: LatestCheckpoint =
         serde_json::from_str(&text).map_err(|e| Error::json(path.display().to_string(), e))?;
+    let inside = std::path::Path::new(&latest.file)
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(Error::Config(format!(
+            "{} names {:?}, which is not a path inside the checkpoints folder",
+            path.display(),
+            latest.file
+        )));
+    }
     let file = dir.join(&latest.file);
     if !file.exists() {
         return Err(Error::Config(format!(

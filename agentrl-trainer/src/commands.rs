@@ -45,18 +45,42 @@ pub struct SftArgs {
     pub demos: Option<PathBuf>,
 }
 
-/// `agentrl train`: RL with the async pipeline.
+/// `agentrl train`: RL with the async pipeline. In a run directory that holds a checkpoint,
+/// it resumes from the newest complete one.
 #[derive(Args, Debug, Clone)]
 pub struct TrainArgs {
-    /// Run config (TOML).
-    #[arg(long)]
-    pub config: PathBuf,
+    /// Run config (TOML; default with --resume: the run directory's `config.toml`).
+    #[arg(long, required_unless_present = "resume")]
+    pub config: Option<PathBuf>,
     /// Run directory.
-    #[arg(long)]
-    pub run_dir: PathBuf,
+    #[arg(long, required_unless_present = "resume", conflicts_with = "resume")]
+    pub run_dir: Option<PathBuf>,
+    /// Resume the run in RUN_DIR from its newest complete checkpoint (an error when it has
+    /// none).
+    #[arg(long, value_name = "RUN_DIR", conflicts_with = "init")]
+    pub resume: Option<PathBuf>,
     /// Initial weights (default: the run's SFT checkpoint when present, else random).
     #[arg(long)]
     pub init: Option<PathBuf>,
+}
+
+impl TrainArgs {
+    /// The run directory: `--run-dir` or `--resume`'s.
+    pub fn run_dir(&self) -> &Path {
+        self.resume
+            .as_deref()
+            .or(self.run_dir.as_deref())
+            .unwrap_or(Path::new("."))
+    }
+
+    /// The config file: `--config`, or with `--resume` the run directory's copy.
+    pub fn config(&self) -> PathBuf {
+        match (&self.config, &self.resume) {
+            (Some(config), _) => config.clone(),
+            (None, Some(dir)) => dir.join("config.toml"),
+            (None, None) => PathBuf::from("config.toml"),
+        }
+    }
 }
 
 /// `agentrl eval`: held-out success of a checkpoint (`--config` and `--checkpoint`), of any
@@ -151,27 +175,43 @@ async fn sft_steps(args: &SftArgs) -> Result<()> {
 /// Trains from the run's latest checkpoint (or `--init`, or the SFT checkpoint, or random
 /// weights), evaluates and plots. The run's `status.json` says running, then finished or failed.
 pub async fn train(args: &TrainArgs) -> Result<()> {
-    run_status::track(&args.run_dir, "train", train_steps(args)).await
+    run_status::track(args.run_dir(), "train", train_steps(args)).await
 }
 
 /// The body of [`train`].
 async fn train_steps(args: &TrainArgs) -> Result<()> {
-    let run = Run::new(RunConfig::load(&args.config)?, &args.run_dir)?;
-    let (learner, start) = match run.latest_checkpoint()? {
-        Some((step, file)) => {
-            println!("resuming from {} (step {step})", file.display());
-            (run.learner(run.config.rl.lr, Some(&file))?, step)
+    let run_dir = args.run_dir();
+    let config = args.config();
+    existing(&config, "run config")?;
+    let run = Run::new(RunConfig::load(&config)?, run_dir)?;
+    let (learner, summary, start) = match run.resume_point()? {
+        Some(point) => {
+            let start = point.state.step;
+            println!(
+                "resuming from {} (step {start})",
+                point.dir.as_ref().unwrap_or(&point.model).display()
+            );
+            let learner = run.resumed_learner(&point)?;
+            let (learner, summary) = run.rl_resumed(learner, point).await?;
+            (learner, summary, start)
+        }
+        None if args.resume.is_some() => {
+            return Err(Error::Config(format!(
+                "--resume: {} holds no complete checkpoint to resume from",
+                run_dir.display()
+            )));
         }
         None => {
-            let sft = args.run_dir.join("checkpoints/sft.safetensors");
+            let sft = run_dir.join("checkpoints/sft.safetensors");
             let init = args.init.clone().or_else(|| sft.exists().then_some(sft));
             if let Some(i) = &init {
                 existing(i, "initial checkpoint")?;
             }
-            (run.learner(run.config.rl.lr, init.as_deref())?, 0)
+            let learner = run.learner(run.config.rl.lr, init.as_deref())?;
+            let (learner, summary) = run.rl(learner, 0).await?;
+            (learner, summary, 0)
         }
     };
-    let (learner, summary) = run.rl(learner, start).await?;
     let report = run
         .evaluate(&learner, "after_rl", start + summary.steps)
         .await?;

@@ -793,6 +793,12 @@ pub struct PipelineConfig {
     /// a quarter more holds whole first prompts, computed once per group and copied by the
     /// group's other episodes.
     pub kv_cache_mib: u64,
+    /// Bit-for-bit reproducible rollouts, so that a run resumed from a checkpoint (or run
+    /// again) gives the same weights as one never interrupted: the in-process policy
+    /// generates one row at a time with no KV caches, since a row's logits otherwise depend in
+    /// their last bits on which rows share its batch. Needs `max_staleness = 0`; slower.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deterministic: bool,
     /// `agentrl serve` processes (`http://HOST:PORT`) that generate the RL rollouts instead of
     /// the in-process policy; empty: in process. After every step the learner writes its
     /// weights (or LoRA adapters) under the run directory and has each server load
@@ -881,6 +887,7 @@ impl Default for PipelineConfig {
             max_staleness: 1,
             max_batch: 256,
             kv_cache_mib: 1024,
+            deterministic: false,
             rollout_servers: Vec::new(),
             rollout_api_key: None,
             rollout_fleet: Vec::new(),
@@ -1142,6 +1149,16 @@ impl RunConfig {
             if self.pipeline.has_rollout_servers() {
                 return Err(CROSS_WITH_SERVERS.into());
             }
+        }
+        if self.pipeline.deterministic
+            && (self.pipeline.max_staleness != 0 || self.pipeline.has_rollout_servers())
+        {
+            return Err(
+                "pipeline.deterministic needs pipeline.max_staleness = 0 and the in-process \
+                 policy (no rollout servers): the asynchronous pipeline's batches depend on \
+                 timing"
+                    .into(),
+            );
         }
         check_sampling("rl", &rl.sampling)?;
         check_sampling("eval", &self.eval.sampling)?;

@@ -13,10 +13,11 @@ use std::path::Path;
 
 use agentrl_core::{Error, Result, Trajectory};
 use agentrl_policy::PolicyModel;
-use tch::{Device, Kind, Tensor, nn, nn::Module, nn::OptimizerConfig};
+use tch::{Device, Kind, Tensor, nn, nn::Module};
 
 use crate::batch::{PackedBatch, pack_chunks, padded, trained_tokens};
-use crate::learner::{Learner, clip_and_step};
+use crate::learner::Learner;
+use crate::optim::AdamW;
 
 /// What one critic update reports.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -36,7 +37,7 @@ pub struct Critic {
     vs: nn::VarStore,
     backbone: Box<dyn PolicyModel>,
     head: nn::Linear,
-    opt: nn::Optimizer,
+    opt: AdamW,
     device: Device,
     micro_batch: usize,
 }
@@ -57,9 +58,7 @@ impl Critic {
                 bias: true,
             },
         );
-        let opt = nn::adamw(0.9, 0.95, 0.0)
-            .build(&vs, lr)
-            .map_err(|e| Error::Trainer(format!("building the critic's AdamW: {e}")))?;
+        let opt = AdamW::new(&vs, lr, 0.0);
         Ok(Critic {
             device: vs.device(),
             vs,
@@ -83,9 +82,22 @@ impl Critic {
         agentrl_policy::checkpoint::save_tensors(&tensors, path)
     }
 
+    /// Saves the critic optimiser's state, atomically.
+    pub fn save_optimizer(&self, path: &Path) -> Result<()> {
+        agentrl_policy::checkpoint::save_tensors(&self.opt.state_tensors(), path)
+    }
+
+    /// Restores an optimiser state saved by [`Critic::save_optimizer`].
+    pub fn load_optimizer(&mut self, path: &Path) -> Result<()> {
+        let tensors = Tensor::read_safetensors(path)
+            .map_err(|e| Error::Trainer(format!("reading {}: {e}", path.display())))?;
+        self.opt.load_state(&path.display().to_string(), tensors)
+    }
+
     /// Restores weights written by [`Critic::save`]; every trainable weight must be in the file
-    /// with its shape.
+    /// with its shape. The optimiser starts afresh.
     pub fn load(&mut self, path: &Path) -> Result<()> {
+        self.opt.reset();
         let saved: HashMap<String, Tensor> = Tensor::read_safetensors(path)
             .map_err(|e| Error::Trainer(format!("reading critic {}: {e}", path.display())))?
             .into_iter()
@@ -178,13 +190,9 @@ impl Critic {
             stats.value_mean +=
                 tch::no_grad(|| (&old * &packed.mask).sum(Kind::Float) / denom).double_value(&[]);
         }
-        let step = clip_and_step(
-            &self.vs,
-            &mut self.opt,
-            grad_clip,
-            "critic",
-            stats.value_loss,
-        );
+        let step = self
+            .opt
+            .clip_and_step(grad_clip, "critic", stats.value_loss);
         stats.grad_norm = step.grad_norm;
         stats.skipped_non_finite = step.skipped_non_finite;
         stats

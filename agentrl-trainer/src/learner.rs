@@ -8,7 +8,9 @@ use agentrl_policy::llama::{
     Llama, LoraConfig, adapter_weights, load_adapter_weights, save_adapters,
 };
 use agentrl_policy::{GptConfig, NamedWeights, PolicyModel, snapshot_weights};
-use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
+use tch::{Device, Kind, Tensor, nn};
+
+use crate::optim::AdamW;
 
 pub use crate::batch::{PackedBatch, pack};
 use crate::batch::{pack_by_length, pack_chunks, trained_tokens};
@@ -123,7 +125,7 @@ pub struct Learner {
     vs: nn::VarStore,
     model: Box<dyn PolicyModel>,
     spec: ModelSpec,
-    opt: nn::Optimizer,
+    opt: AdamW,
     reference: Option<(nn::VarStore, Box<dyn PolicyModel>)>,
     device: Device,
     micro_batch: usize,
@@ -163,9 +165,7 @@ impl Learner {
         spec: ModelSpec,
         lr: f64,
     ) -> Result<Self> {
-        let opt = nn::adamw(0.9, 0.95, 0.01)
-            .build(&vs, lr)
-            .map_err(|e| Error::Trainer(format!("building AdamW: {e}")))?;
+        let opt = AdamW::new(&vs, lr, 0.01);
         Ok(Learner {
             device: vs.device(),
             vs,
@@ -225,6 +225,22 @@ impl Learner {
         Ok(())
     }
 
+    /// Freezes as the KL reference the current model with the weights of `path` (written by
+    /// [`Learner::save`]) loaded over it.
+    pub fn freeze_reference_from(&mut self, path: &Path) -> Result<()> {
+        let (mut vs, model) = self.clone_model()?;
+        if self.spec.lora().is_some() {
+            load_adapter_weights(&vs, path)?;
+        } else {
+            vs.load(path).map_err(|e| {
+                Error::Trainer(format!("loading the KL reference {}: {e}", path.display()))
+            })?;
+        }
+        vs.freeze();
+        self.reference = Some((vs, model));
+        Ok(())
+    }
+
     /// Saves the trained weights as safetensors, atomically: every variable, or for a LoRA
     /// model only the adapters (PEFT names).
     pub fn save(&self, path: &Path) -> Result<()> {
@@ -235,14 +251,33 @@ impl Learner {
         }
     }
 
-    /// Loads weights saved by [`Learner::save`].
+    /// Loads weights saved by [`Learner::save`]; the optimiser starts afresh.
     pub fn load(&mut self, path: &Path) -> Result<()> {
+        self.opt.reset();
         if self.spec.lora().is_some() {
             return load_adapter_weights(&self.vs, path).map(|_| ());
         }
         self.vs
             .load(path)
             .map_err(|e| Error::Trainer(format!("loading checkpoint {}: {e}", path.display())))
+    }
+
+    /// Saves the optimiser's state (moments, step count, fp32 master weights) as safetensors,
+    /// atomically.
+    pub fn save_optimizer(&self, path: &Path) -> Result<()> {
+        checkpoint::save_tensors(&self.opt.state_tensors(), path)
+    }
+
+    /// Restores an optimiser state saved by [`Learner::save_optimizer`].
+    pub fn load_optimizer(&mut self, path: &Path) -> Result<()> {
+        let tensors = Tensor::read_safetensors(path)
+            .map_err(|e| Error::Trainer(format!("reading {}: {e}", path.display())))?;
+        self.opt.load_state(&path.display().to_string(), tensors)
+    }
+
+    /// Optimiser steps taken since the weights were built or loaded.
+    pub fn optimizer_steps(&self) -> i64 {
+        self.opt.steps()
     }
 
     /// Writes a LoRA model's adapters to `dir` in the PEFT layout (`adapter_model.safetensors`,
@@ -264,9 +299,9 @@ impl Learner {
     }
 
     /// After the micro-batches' `backward` calls: global grad norm, clipping, AdamW step
-    /// (skipped when the loss or the gradients are not finite; see [`clip_and_step`]).
+    /// (skipped when the loss or the gradients are not finite; see [`AdamW::clip_and_step`]).
     fn finish_step(&mut self, what: &str, stats: &mut UpdateStats, grad_clip: f64) {
-        let step = clip_and_step(&self.vs, &mut self.opt, grad_clip, what, stats.loss);
+        let step = self.opt.clip_and_step(grad_clip, what, stats.loss);
         stats.grad_norm = step.grad_norm;
         stats.skipped_non_finite = step.skipped_non_finite;
     }
@@ -408,61 +443,5 @@ impl Learner {
             }
         });
         out
-    }
-}
-
-/// What [`clip_and_step`] did.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct OptimiserStep {
-    /// Global gradient norm before clipping (0 without gradients).
-    pub(crate) grad_norm: f64,
-    /// The loss or the gradients were not finite, so no step was taken.
-    pub(crate) skipped_non_finite: bool,
-}
-
-/// The global norm of the gradients of `vs`'s trainable variables; when it and `loss` are
-/// finite, clips the gradients to `grad_clip` and takes an optimiser step. Otherwise nothing
-/// reaches the weights or the optimiser's moments, and a warning names `what` was skipped.
-pub(crate) fn clip_and_step(
-    vs: &nn::VarStore,
-    opt: &mut nn::Optimizer,
-    grad_clip: f64,
-    what: &str,
-    loss: f64,
-) -> OptimiserStep {
-    let grad_norm = tch::no_grad(|| {
-        let norms: Vec<Tensor> = vs
-            .trainable_variables()
-            .iter()
-            .map(|v| v.grad())
-            .filter(|g| g.defined())
-            .map(|g| g.norm().square())
-            .collect();
-        (!norms.is_empty()).then(|| {
-            Tensor::stack(&norms, 0)
-                .sum(Kind::Float)
-                .sqrt()
-                .double_value(&[])
-        })
-    });
-    let Some(grad_norm) = grad_norm else {
-        return OptimiserStep {
-            grad_norm: 0.0,
-            skipped_non_finite: false,
-        };
-    };
-    let finite = grad_norm.is_finite() && loss.is_finite();
-    if finite {
-        opt.clip_grad_norm(grad_clip);
-        opt.step();
-    } else {
-        tracing::warn!(
-            "{what} update skipped: loss {loss}, gradient norm {grad_norm} (not finite); \
-             the weights and optimiser state are unchanged"
-        );
-    }
-    OptimiserStep {
-        grad_norm,
-        skipped_non_finite: !finite,
     }
 }

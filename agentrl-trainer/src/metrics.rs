@@ -43,6 +43,31 @@ impl MetricsWriter {
         self.tensorboard.as_ref().map(EventWriter::path)
     }
 
+    /// How long the metrics file and the TensorBoard event file (when there is one) are now:
+    /// what a checkpoint records, so a resumed run can cut later records away.
+    pub fn position(&mut self) -> Result<(u64, Option<crate::resume::EventFilePosition>)> {
+        self.out
+            .flush()
+            .map_err(|e| Error::io("writing", &self.path, e))?;
+        let bytes = std::fs::metadata(&self.path)
+            .map_err(|e| Error::io("reading the size of", &self.path, e))?
+            .len();
+        let tensorboard = match &self.tensorboard {
+            Some(tb) => {
+                let path = tb.path();
+                let len = std::fs::metadata(path)
+                    .map_err(|e| Error::io("reading the size of", path, e))?
+                    .len();
+                path.file_name().map(|n| crate::resume::EventFilePosition {
+                    file: n.to_string_lossy().into_owned(),
+                    bytes: len,
+                })
+            }
+            None => None,
+        };
+        Ok((bytes, tensorboard))
+    }
+
     /// Writes one record and flushes it (to the event file too, when there is one).
     pub fn write(&mut self, record: &serde_json::Value) -> Result<()> {
         serde_json::to_writer(&mut self.out, record)

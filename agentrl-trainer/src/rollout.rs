@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentrl_core::{
-    FinishReason, GenerationRequest, Message, Outcome, Policy, Result, SamplingParams, Task,
-    Trajectory, Turn,
+    FinishReason, GenerationRequest, Message, Outcome, Policy, Result, SamplingParams, SeededRng,
+    Task, Trajectory, Turn,
 };
 use agentrl_env::EnvFactory;
 use agentrl_policy::ChatFormat;
@@ -131,13 +131,19 @@ pub async fn run_episode_watched(
             params.stop.push(stop.clone());
         }
     }
-    let session = format!(
-        "{}/{}/{}/{}",
-        task.env_id,
-        task.id,
-        group_id,
-        EPISODES.fetch_add(1, Ordering::Relaxed)
-    );
+    // A seeded episode is named by its seed, so the name (which a cross-policy draw reads)
+    // is the same in every run; others by a process-wide counter.
+    let session = match params.seed {
+        Some(seed) => format!("{}/{}/{}/{seed:016x}", task.env_id, task.id, group_id),
+        None => format!(
+            "{}/{}/{}/{}",
+            task.env_id,
+            task.id,
+            group_id,
+            EPISODES.fetch_add(1, Ordering::Relaxed)
+        ),
+    };
+    let episode_seed = params.seed;
     let _guard = SessionGuard {
         policy: ctx.policy.clone(),
         session: session.clone(),
@@ -147,7 +153,7 @@ pub async fn run_episode_watched(
     let mut injected = prompt.clone();
     // The published version when the first turn was requested (force-cancel only).
     let mut started_under = None;
-    for turn_index in 0.. {
+    for turn_index in 0u64.. {
         if prompt.len() >= ctx.max_seq_len {
             traj.outcome = Outcome::Truncated;
             break;
@@ -157,6 +163,9 @@ pub async fn run_episode_watched(
             if *started_under.get_or_insert(now) != now {
                 return Ok(EpisodeEnd::Cancelled);
             }
+        }
+        if let Some(seed) = episode_seed {
+            params.seed = Some(SeededRng::from_parts(&[seed, turn_index]).next_u64());
         }
         let request =
             GenerationRequest::new(prompt.clone(), params.clone()).with_session(session.clone());
@@ -307,7 +316,11 @@ async fn run_many_watched(
     let mut set = JoinSet::new();
     for (i, (task, group)) in tasks.into_iter().enumerate() {
         let ctx = ctx.clone();
-        let params = params.clone();
+        let mut params = params.clone();
+        // Seeded sampling: every episode draws from its own seed.
+        if let Some(seed) = params.seed {
+            params.seed = Some(SeededRng::from_parts(&[seed, i as u64]).next_u64());
+        }
         let versions = versions.cloned();
         set.spawn(async move {
             let end = run_episode_watched(&ctx, &task, &params, group, versions.as_ref()).await;

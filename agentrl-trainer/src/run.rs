@@ -16,9 +16,13 @@ use crate::eval::{EvalReport, evaluate};
 use crate::learner::Learner;
 use crate::metrics::{MetricsWriter, read_metrics};
 use crate::pipeline::{RlRun, RlSummary, train_rl};
+use crate::resume::{OPTIMIZER_FILE, ResumePoint, newest_checkpoint, rewind_run_files};
+
+/// The weights RL started from, kept (in `checkpoints/`) as the KL reference of resumed runs.
+const RL_START_FILE: &str = "rl-start.safetensors";
 use crate::rollout::RolloutContext;
 use crate::weight_sync::{ServerPush, WeightSync};
-use agentrl_policy::checkpoint::{checkpoint_dir, read_latest};
+use agentrl_policy::checkpoint::checkpoint_dir;
 pub use agentrl_policy::device::{config_device, default_device};
 use agentrl_policy::load::{load_chat_format, load_llama, model_name};
 
@@ -107,10 +111,16 @@ impl Run {
         let (vs, model) = learner.clone_model()?;
         let format = self.format.clone();
         let pipeline = &self.config.pipeline;
+        // Deterministic: one row at a time, every prompt prefilled whole (see
+        // `PipelineConfig::deterministic`).
+        let (max_batch, cache_mib) = match pipeline.deterministic {
+            true => (1, 0),
+            false => (pipeline.max_batch, pipeline.kv_cache_mib),
+        };
         let options = EngineOptions {
-            session_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 20),
-            prompt_cache_bytes: pipeline.kv_cache_mib.saturating_mul(1 << 18),
-            ..EngineOptions::with_max_batch(pipeline.max_batch)
+            session_cache_bytes: cache_mib.saturating_mul(1 << 20),
+            prompt_cache_bytes: cache_mib.saturating_mul(1 << 18),
+            ..EngineOptions::with_max_batch(max_batch)
         };
         TchPolicy::spawn_with_options(
             vs,
@@ -166,10 +176,17 @@ impl Run {
         Ok((WeightSync::Servers(push), ctx))
     }
 
+    /// The TensorBoard folder, when `[logging] tensorboard` is on.
+    fn tensorboard_dir(&self) -> Option<PathBuf> {
+        self.config.logging.tensorboard.then(|| self.dir.join("tb"))
+    }
+
     /// `metrics.jsonl`'s writer; with `[logging] tensorboard` it also writes to `tb/`.
     fn metrics(&self) -> Result<MetricsWriter> {
-        let tb = self.config.logging.tensorboard.then(|| self.dir.join("tb"));
-        MetricsWriter::open_with_tensorboard(&self.dir.join("metrics.jsonl"), tb.as_deref())
+        MetricsWriter::open_with_tensorboard(
+            &self.dir.join("metrics.jsonl"),
+            self.tensorboard_dir().as_deref(),
+        )
     }
 
     /// Writes the demonstrations file `demos.jsonl` (played by the env's demonstrator with the
@@ -307,15 +324,54 @@ impl Run {
         Ok(report)
     }
 
-    /// GRPO with the async pipeline, starting from `learner` at step `start_step`.
+    /// GRPO with the async pipeline, starting from `learner` at step `start_step` (the optimiser
+    /// as `learner` has it; see [`Run::rl_resumed`] to continue a checkpoint exactly).
     pub async fn rl(&self, learner: Learner, start_step: usize) -> Result<(Learner, RlSummary)> {
+        self.rl_from(learner, start_step, None).await
+    }
+
+    /// RL continued from a checkpoint ([`Run::resume_point`]) with `learner` from
+    /// [`Run::resumed_learner`]: `metrics.jsonl`, the samples and the TensorBoard file are cut
+    /// back to the checkpoint, the reward's state is restored, and the producer's task stream
+    /// and sampling seeds continue where the checkpoint left them.
+    pub async fn rl_resumed(
+        &self,
+        learner: Learner,
+        point: ResumePoint,
+    ) -> Result<(Learner, RlSummary)> {
+        rewind_run_files(&self.dir, &point.state, self.tensorboard_dir().as_deref())?;
+        self.rl_from(learner, point.state.step, Some(point)).await
+    }
+
+    /// The body of [`Run::rl`] and [`Run::rl_resumed`].
+    async fn rl_from(
+        &self,
+        learner: Learner,
+        start_step: usize,
+        resume: Option<ResumePoint>,
+    ) -> Result<(Learner, RlSummary)> {
         crate::envs::check_servers(&self.config.env).await?;
         let (reward, _judge) =
             crate::rescore::build_reward(&self.config, self.config.judge_checkpoint.as_deref())?;
+        // A checkpoint directory always says what the reward's state was (null: none), so a
+        // stateful reward resumed from one without state is an error, not a silent restart.
+        if let Some(point) = resume.as_ref().filter(|p| p.dir.is_some()) {
+            let none = serde_json::Value::Null;
+            reward.restore_state(point.state.reward_state.as_ref().unwrap_or(&none))?;
+        }
         let (weights, ctx) = self.rl_rollouts(&learner)?;
         let mut learner = learner;
         if self.config.rl.kl_coef > 0.0 {
-            learner.freeze_reference()?;
+            // The KL reference is the policy RL started from, kept for resumed runs.
+            let start_weights = checkpoint_dir(&self.dir).join(RL_START_FILE);
+            if start_step > 0 && start_weights.is_file() {
+                learner.freeze_reference_from(&start_weights)?;
+            } else {
+                learner.freeze_reference()?;
+                if start_step == 0 {
+                    learner.save(&start_weights)?;
+                }
+            }
         }
         let run = RlRun {
             config: self.config.clone(),
@@ -324,6 +380,7 @@ impl Run {
             reward,
             run_dir: self.dir.clone(),
             start_step,
+            resume,
         };
         let (learner, _metrics, summary) = train_rl(run, learner, self.metrics()?).await?;
         if let (Some(pretrained), Some(_)) = (self.config.model.pretrained(), learner.spec().lora())
@@ -335,9 +392,24 @@ impl Run {
         Ok((learner, summary))
     }
 
-    /// The latest RL checkpoint of this run, if any: `(step, file)`.
+    /// The latest complete RL checkpoint of this run, if any: `(step, weights file)`.
     pub fn latest_checkpoint(&self) -> Result<Option<(usize, PathBuf)>> {
-        Ok(read_latest(&self.dir)?.map(|(l, p)| (l.step, p)))
+        Ok(self.resume_point()?.map(|p| (p.state.step, p.model)))
+    }
+
+    /// The newest complete checkpoint of this run to resume from, if any (see
+    /// [`newest_checkpoint`]: half-written or corrupt ones are skipped with a warning).
+    pub fn resume_point(&self) -> Result<Option<ResumePoint>> {
+        newest_checkpoint(&self.dir, self.config.rl.tasks_per_step)
+    }
+
+    /// A learner holding a checkpoint's weights and, when it has it, its optimiser state.
+    pub fn resumed_learner(&self, point: &ResumePoint) -> Result<Learner> {
+        let mut learner = self.learner(self.config.rl.lr, Some(&point.model))?;
+        if let Some(optimizer) = point.file(OPTIMIZER_FILE) {
+            learner.load_optimizer(&optimizer)?;
+        }
+        Ok(learner)
     }
 
     /// Draws `learning_curve.png` from `metrics.jsonl`.

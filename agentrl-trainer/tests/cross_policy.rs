@@ -83,7 +83,7 @@ fn weights_of(dir: &Path, version: u64) -> PathBuf {
     if version == 0 {
         dir.join("v0.safetensors")
     } else {
-        dir.join(format!("checkpoints/step-{version:06}.safetensors"))
+        dir.join(format!("checkpoints/step-{version:06}/model.safetensors"))
     }
 }
 

@@ -102,6 +102,69 @@ async fn training_resumes_from_the_latest_checkpoint() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_or_half_written_checkpoint_is_skipped_and_later_records_are_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::tiny_config(0);
+    cfg.rl.steps = 3;
+    cfg.rl.checkpoint_every = 1;
+    // Rewards that differ within groups, so every step updates the weights.
+    cfg.reward = toml::from_str(
+        "type = \"weighted_sum\"\n[[terms]]\nweight = 1.0\nreward = { type = \"outcome\" }\n\
+         [[terms]]\nweight = 1.0\nreward = { type = \"length_penalty\", \
+         max_generated_tokens = 0, per_token = 0.01 }\n",
+    )
+    .unwrap();
+    let run = Run::new(cfg.clone(), dir.path()).unwrap();
+    run.rl(run.learner(cfg.rl.lr, None).unwrap(), 0)
+        .await
+        .unwrap();
+    let checkpoints = dir.path().join("checkpoints");
+    // Step 3's optimiser state is damaged (one byte flipped), and a step-4 checkpoint was
+    // being written when the run died.
+    let damaged = checkpoints.join("step-000003/optimizer.safetensors");
+    let mut bytes = std::fs::read(&damaged).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xFF;
+    std::fs::write(&damaged, bytes).unwrap();
+    let partial = checkpoints.join(".step-000004.partial");
+    std::fs::create_dir_all(&partial).unwrap();
+    std::fs::write(partial.join("model.safetensors"), b"half").unwrap();
+    // A step-4 record and samples the dead run wrote after its last good checkpoint.
+    let metrics = dir.path().join("metrics.jsonl");
+    let mut text = std::fs::read_to_string(&metrics).unwrap();
+    text.push_str("{\"kind\":\"rl_step\",\"step\":4}\n");
+    std::fs::write(&metrics, text).unwrap();
+    std::fs::write(dir.path().join("samples/rl_step_000004.jsonl"), "").unwrap();
+
+    cfg.rl.steps = 4;
+    let run = Run::new(cfg.clone(), dir.path()).unwrap();
+    let point = run.resume_point().unwrap().unwrap();
+    assert_eq!(point.state.step, 2, "step 3 does not match its checksums");
+    assert!(!partial.exists(), "the half-written folder is removed");
+    assert!(point.file("optimizer.safetensors").is_some());
+    let learner = run.resumed_learner(&point).unwrap();
+    assert!(
+        learner.optimizer_steps() > 0,
+        "the optimiser state is restored"
+    );
+    let (_, summary) = run.rl_resumed(learner, point).await.unwrap();
+    assert_eq!(summary.steps, 2);
+    let steps: Vec<u64> = read_metrics(&metrics)
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "rl_step")
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, vec![1, 2, 3, 4], "every step once");
+    assert!(
+        std::fs::read_to_string(dir.path().join("samples/rl_step_000004.jsonl"))
+            .unwrap()
+            .contains("\"turns\""),
+        "step 4's samples are the resumed run's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn training_with_an_llm_judge_grades_every_rollout() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::tiny_config(1);
@@ -208,17 +271,19 @@ async fn ppo_with_a_critic_trains_one_rollout_per_task_and_resumes_its_critic() 
     // It is saved with the checkpoints, and a resumed run continues with it (a fresh critic
     // would predict exactly 0 on its first step).
     for step in [2, 3] {
-        let file = dir
-            .path()
-            .join(format!("checkpoints/critic-step-{step:06}.safetensors"));
-        assert!(file.is_file(), "{}", file.display());
+        for name in ["critic.safetensors", "critic-optimizer.safetensors"] {
+            let file = dir
+                .path()
+                .join(format!("checkpoints/step-{step:06}/{name}"));
+            assert!(file.is_file(), "{}", file.display());
+        }
     }
     config.rl.steps = 4;
     let run = Run::new(config.clone(), dir.path()).unwrap();
-    let (step, path) = run.latest_checkpoint().unwrap().unwrap();
-    assert_eq!(step, 3);
-    let learner = run.learner(config.rl.lr, Some(&path)).unwrap();
-    run.rl(learner, step).await.unwrap();
+    let point = run.resume_point().unwrap().unwrap();
+    assert_eq!(point.state.step, 3);
+    let learner = run.resumed_learner(&point).unwrap();
+    run.rl_resumed(learner, point).await.unwrap();
     let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
     let resumed = rl_steps(&records)
         .into_iter()

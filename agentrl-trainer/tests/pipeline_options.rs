@@ -176,6 +176,7 @@ async fn train_with(
         reward,
         run_dir: dir.to_path_buf(),
         start_step: 0,
+        resume: None,
     };
     let metrics = MetricsWriter::open(&dir.join("metrics.jsonl")).unwrap();
     // A guard against a hang (a pipeline waiting for groups nobody produces), not a timing.

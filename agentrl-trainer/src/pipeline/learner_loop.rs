@@ -7,19 +7,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentrl_core::{Error, Result, Trajectory};
-use agentrl_policy::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
+use agentrl_core::{Error, Result, RewardFn, Trajectory};
+use agentrl_policy::checkpoint::checkpoint_dir;
 use tokio::sync::{mpsc, watch};
 
 use super::shaping::{apply_overlong_penalty, is_informative};
 use super::step_record::{StepTiming, step_record};
 use super::updates::update;
-use super::{Group, RlSummary, StepDraw, critic_file};
+use super::{Group, RlSummary, StepDraw};
 use crate::config::OverlongMode;
 use crate::config::RunConfig;
 use crate::critic::Critic;
 use crate::learner::{GrpoParams, Learner};
 use crate::metrics::MetricsWriter;
+use crate::resume::{
+    CRITIC_FILE, CRITIC_OPTIMIZER_FILE, ResumePoint, TrainState, write_checkpoint,
+};
 use crate::weight_sync::WeightSync;
 
 /// The learner's ends of the pipeline's channels.
@@ -44,6 +47,11 @@ struct GroupSource {
     /// Policy names whose turns the staleness bound does not apply to (a cross-policy run's
     /// snapshot and extra policies are old by design).
     exempt: Vec<String>,
+    /// Synchronous mode: groups are taken strictly in index order, so a step's batch does not
+    /// depend on which rollout finished first.
+    in_order: bool,
+    /// One past the highest group index taken so far (in order: the next one to take).
+    next_index: u64,
 }
 
 impl GroupSource {
@@ -69,23 +77,23 @@ impl GroupSource {
                 );
                 break;
             }
-            if self.waiting.is_empty() {
+            let pick = loop {
+                while let Ok(group) = self.groups.try_recv() {
+                    self.waiting.push(group?);
+                }
+                if let Some(pick) = self.pick() {
+                    break pick;
+                }
                 let t0 = Instant::now();
                 let group = self.groups.blocking_recv().ok_or_else(|| {
                     Error::Trainer("the rollout producer stopped before training finished".into())
                 })??;
                 draw.idle += t0.elapsed().as_secs_f64();
                 self.waiting.push(group);
-            }
-            while let Ok(group) = self.groups.try_recv() {
-                self.waiting.push(group?);
-            }
-            // Oldest first: a group that waits would only grow staler.
-            let exempt = &self.exempt;
-            let pick = (0..self.waiting.len())
-                .min_by_key(|&i| self.waiting[i].oldest_version(exempt).unwrap_or(u64::MAX))
-                .unwrap_or(0);
+            };
             let group = self.waiting.swap_remove(pick);
+            self.next_index = self.next_index.max(group.index + 1);
+            let exempt = &self.exempt;
             draw.restarts.cancelled += group.restarts.cancelled;
             draw.restarts.restarted += group.restarts.restarted;
             let age = group
@@ -130,6 +138,17 @@ impl GroupSource {
         }
         Ok(draw)
     }
+
+    /// Which waiting group to take next: in order, the one with the next index (`None` until
+    /// it arrives); otherwise the oldest, since a group that waits only grows staler.
+    fn pick(&self) -> Option<usize> {
+        if self.in_order {
+            return self.waiting.iter().position(|g| g.index == self.next_index);
+        }
+        let exempt = &self.exempt;
+        (0..self.waiting.len())
+            .min_by_key(|&i| self.waiting[i].oldest_version(exempt).unwrap_or(u64::MAX))
+    }
 }
 
 /// The policy-loss options of `[rl]` as the learner takes them.
@@ -152,12 +171,14 @@ fn grpo_params(cfg: &RunConfig) -> GrpoParams {
 }
 
 /// PPO's critic: a copy of the policy (after SFT) with a zero value head, or, when the run
-/// resumes at `start`, the one saved with that checkpoint. `None` for the group estimators.
+/// resumes, the one saved with its checkpoint (with its optimiser; an old-style checkpoint's
+/// `critic-step-N.safetensors` has weights only). `None` for the group estimators.
 fn make_critic(
     learner: &Learner,
     cfg: &RunConfig,
     run_dir: &Path,
     start: usize,
+    resume: Option<&ResumePoint>,
 ) -> Result<Option<Critic>> {
     let rl = &cfg.rl;
     let Some(gae) = rl.advantage.gae() else {
@@ -168,10 +189,18 @@ fn make_critic(
         gae.critic_lr.unwrap_or(rl.lr),
         cfg.model.micro_batch,
     )?;
-    let saved = checkpoint_dir(run_dir).join(critic_file(start));
-    if start > 0 && saved.is_file() {
+    if let Some(saved) = resume.and_then(|r| r.file(CRITIC_FILE)) {
         critic.load(&saved)?;
+        if let Some(opt) = resume.and_then(|r| r.file(CRITIC_OPTIMIZER_FILE)) {
+            critic.load_optimizer(&opt)?;
+        }
         tracing::info!("resumed the critic from {}", saved.display());
+        return Ok(Some(critic));
+    }
+    let legacy = checkpoint_dir(run_dir).join(format!("critic-step-{start:06}.safetensors"));
+    if start > 0 && legacy.is_file() {
+        critic.load(&legacy)?;
+        tracing::info!("resumed the critic's weights from {}", legacy.display());
     }
     Ok(Some(critic))
 }
@@ -190,6 +219,12 @@ pub(super) struct LearnerSetup {
     pub(super) run_dir: PathBuf,
     /// First step (non-zero when resuming).
     pub(super) start: usize,
+    /// Index of the first group the producer starts.
+    pub(super) first_group: u64,
+    /// The checkpoint the run resumes from (the critic's weights and optimiser).
+    pub(super) resume: Option<ResumePoint>,
+    /// The reward, whose state checkpoints keep.
+    pub(super) reward: Arc<dyn RewardFn>,
 }
 
 /// Trains steps `start..rl.steps`: take a batch, update, publish, record, checkpoint.
@@ -205,6 +240,9 @@ pub(super) fn learner_loop(
         cfg,
         run_dir,
         start,
+        first_group,
+        resume,
+        reward: reward_fn,
     } = setup;
     let rl = &cfg.rl;
     let mut source = GroupSource {
@@ -212,13 +250,15 @@ pub(super) fn learner_loop(
         refills: channels.refills,
         waiting: Vec::new(),
         exempt: crate::cross_policy::stale_member_names(rl),
+        in_order: cfg.pipeline.max_staleness == 0,
+        next_index: first_group,
     };
     let t_run = Instant::now();
     let mut summary = RlSummary::default();
     let progress = crate::progress::phase("RL", rl.steps.saturating_sub(start) as u64);
     let grpo = grpo_params(&cfg);
     learner.set_lr(rl.lr);
-    let mut critic = make_critic(&learner, &cfg, &run_dir, start)?;
+    let mut critic = make_critic(&learner, &cfg, &run_dir, start, resume.as_ref())?;
     let mut last_step_end = Instant::now();
     let mut last_engine = weights.engine_stats().unwrap_or_default();
     for step in start..rl.steps {
@@ -227,7 +267,6 @@ pub(super) fn learner_loop(
         let updated = update(&mut learner, critic.as_mut(), &mut draw.batch, &cfg, grpo)?;
         let new_version = version + 1;
         handle.block_on(weights.publish(&learner, new_version))?;
-        let _ = channels.versions.send(new_version);
         let timing = StepTiming {
             step: step + 1,
             new_version,
@@ -287,46 +326,38 @@ pub(super) fn learner_loop(
         }
         let is_last = step + 1 == rl.steps;
         if is_last || (rl.checkpoint_every > 0 && (step + 1) % rl.checkpoint_every == 0) {
-            save_step(
-                &run_dir,
-                step + 1,
-                new_version,
-                &draw.batch,
-                &learner,
-                critic.as_ref(),
-            )?;
+            let (metrics_bytes, tensorboard) = metrics.position()?;
+            let state = TrainState {
+                step: step + 1,
+                version: new_version,
+                next_group: source.next_index,
+                metrics_bytes: Some(metrics_bytes),
+                reward_state: reward_fn.state(),
+                tensorboard,
+            };
+            save_step(&run_dir, &state, &draw.batch, &learner, critic.as_ref())?;
         }
+        // Only now may the producer start the next step's groups (in synchronous mode, none
+        // is in flight while the checkpoint above records the reward's state).
+        let _ = channels.versions.send(new_version);
     }
     progress.finish();
     summary.wall_seconds = t_run.elapsed().as_secs_f64();
     Ok((learner, metrics, summary))
 }
 
-/// After `step`: the step's samples, the learner's (and critic's) checkpoint, and the
-/// `latest.json` pointer a resumed run starts from.
+/// After a checkpoint step: the step's samples, then the checkpoint directory
+/// ([`write_checkpoint`]), which also points `latest.json` at it.
 fn save_step(
     run_dir: &Path,
-    step: usize,
-    version: u64,
+    state: &TrainState,
     batch: &[Trajectory],
     learner: &Learner,
     critic: Option<&Critic>,
 ) -> Result<()> {
     let samples = run_dir.join("samples");
     std::fs::create_dir_all(&samples).map_err(|e| Error::io("creating", &samples, e))?;
-    let sample_file = samples.join(format!("rl_step_{step:06}.jsonl"));
+    let sample_file = samples.join(format!("rl_step_{:06}.jsonl", state.step));
     agentrl_core::write_jsonl(&sample_file, batch, false)?;
-    let file = format!("step-{step:06}.safetensors");
-    learner.save(&checkpoint_dir(run_dir).join(&file))?;
-    if let Some(critic) = critic {
-        critic.save(&checkpoint_dir(run_dir).join(critic_file(step)))?;
-    }
-    write_latest(
-        run_dir,
-        &LatestCheckpoint {
-            step,
-            version,
-            file,
-        },
-    )
+    write_checkpoint(run_dir, state, learner, critic).map(drop)
 }

@@ -47,11 +47,15 @@ pub use self::shaping::{OVERLONG_PENALTY_PART, overlong_penalty};
 use crate::config::RunConfig;
 use crate::learner::Learner;
 use crate::metrics::MetricsWriter;
+use crate::resume::ResumePoint;
 use crate::rollout::{Restarts, RolloutContext};
 use crate::weight_sync::WeightSync;
 
 /// One rolled-out group, scored.
 struct Group {
+    /// The group's index in the run's stream of groups (its task and sampling seeds derive
+    /// from it).
+    index: u64,
     /// The group's episodes, scored.
     trajectories: Vec<Trajectory>,
     /// How often it was played again because new weights arrived (`in_flight = "cancel"`).
@@ -107,6 +111,10 @@ pub struct RlRun {
     pub run_dir: PathBuf,
     /// First step (non-zero when resuming).
     pub start_step: usize,
+    /// The checkpoint the run resumes from, if any: where the group stream continues
+    /// (without one, at `start_step × tasks_per_step`), and the critic's weights and
+    /// optimiser.
+    pub resume: Option<ResumePoint>,
 }
 
 /// Runs RL from `run.start_step` to `config.rl.steps`, writing one metrics record per step.
@@ -118,6 +126,10 @@ pub async fn train_rl(
     let cfg = run.config.clone();
     let rl = cfg.rl.clone();
     let start = run.start_step;
+    let first_group = match &run.resume {
+        Some(point) => point.state.next_group,
+        None => (start as u64).saturating_mul(rl.tasks_per_step as u64),
+    };
     let handle = tokio::runtime::Handle::current();
     let weights = Arc::new(run.weights);
     // Publishing writes files for rollout servers: on a blocking thread.
@@ -145,6 +157,7 @@ pub async fn train_rl(
         refill_rx,
         ProducerPlan {
             start_step: start,
+            first_group,
             tasks_per_step: rl.tasks_per_step,
             group_size: rl.group_size,
             max_staleness: cfg.pipeline.max_staleness,
@@ -165,6 +178,9 @@ pub async fn train_rl(
         cfg,
         run_dir,
         start,
+        first_group,
+        resume: run.resume,
+        reward: run.reward.clone(),
     };
     let trained = tokio::task::spawn_blocking(move || learner_loop(learner, metrics, setup))
         .await
@@ -190,9 +206,4 @@ struct StepDraw {
     restarts: Restarts,
     /// Every fresh trajectory drawn, kept or not: episodes, reward sum, successes.
     all_drawn: (usize, f64, usize),
-}
-
-/// The critic's checkpoint file name after `step` RL steps.
-fn critic_file(step: usize) -> String {
-    format!("critic-step-{step:06}.safetensors")
 }

@@ -15,6 +15,8 @@ use crate::rollout::{Restarts, RolloutContext, run_group, run_group_on_current_w
 /// What the producer needs to know about the run.
 pub(super) struct ProducerPlan {
     pub(super) start_step: usize,
+    /// Index of the first group to start (groups before it were trained on before a resume).
+    pub(super) first_group: u64,
     pub(super) tasks_per_step: usize,
     pub(super) group_size: usize,
     pub(super) max_staleness: u64,
@@ -42,18 +44,24 @@ pub(super) async fn produce(
     mut refill_rx: mpsc::UnboundedReceiver<i64>,
     plan: ProducerPlan,
 ) {
-    let mut rng = SeededRng::from_parts(&[plan.seed, 0xA11CE, plan.start_step as u64]);
+    // One task draw per group: a resumed run skips the draws of the groups before it, so it
+    // meets the tasks an uninterrupted run would.
+    let mut rng = SeededRng::from_parts(&[plan.seed, 0xA11CE, 0]);
+    for _ in 0..plan.first_group {
+        rng.next_u64();
+    }
     let mut in_flight = JoinSet::new();
     let max_in_flight = (plan.max_staleness as usize + 1) * plan.tasks_per_step;
     let mut refills: i64 = 0;
-    for g in 0u64.. {
+    for g in plan.first_group.. {
+        let started = (g - plan.first_group) as i64;
         // Gate: the quota of the steps the weights allow, plus the learner's refills.
         loop {
             while let Ok(delta) = refill_rx.try_recv() {
                 refills += delta;
             }
             let version = *version_rx.borrow_and_update();
-            if (g as i64) < groups_allowed(&plan, version, refills) {
+            if started < groups_allowed(&plan, version, refills) {
                 break;
             }
             tokio::select! {
@@ -77,7 +85,11 @@ pub(super) async fn produce(
         let task = ctx
             .factory
             .task(Split::Train, rng.next_u64() % 1_000_000_000);
-        let (ctx, reward, params, tx) = (ctx.clone(), reward.clone(), params.clone(), tx.clone());
+        // Each group samples from its own seed (each episode and turn from one derived from
+        // it), so what it generates does not depend on when other requests reach the policy.
+        let mut params = params.clone();
+        params.seed = Some(group_seed(params.seed.unwrap_or(plan.seed), g));
+        let (ctx, reward, tx) = (ctx.clone(), reward.clone(), tx.clone());
         let versions = (plan.in_flight == InFlight::Cancel).then(|| version_rx.clone());
         let n = plan.group_size;
         in_flight.spawn(async move {
@@ -103,6 +115,7 @@ pub(super) async fn produce(
                         })?;
                 }
                 Ok(Group {
+                    index: g,
                     trajectories,
                     restarts,
                 })
@@ -110,6 +123,11 @@ pub(super) async fn produce(
             let _ = tx.send(group.await).await;
         });
     }
+}
+
+/// The sampling seed of group `index` of a run seeded with `seed`.
+fn group_seed(seed: u64, index: u64) -> u64 {
+    SeededRng::from_parts(&[seed, 0x5EED, index]).next_u64()
 }
 
 #[cfg(test)]
@@ -121,6 +139,7 @@ mod tests {
     fn the_producer_quota_follows_the_version_and_the_refills() {
         let plan = ProducerPlan {
             start_step: 2,
+            first_group: 6,
             tasks_per_step: 3,
             group_size: 4,
             max_staleness: 1,
