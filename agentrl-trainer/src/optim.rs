@@ -313,6 +313,35 @@ mod tests {
     }
 
     #[test]
+    fn it_follows_libtorchs_adamw() {
+        use tch::nn::OptimizerConfig;
+        let start = [0.5f32, -1.5, 2.0, 0.25];
+        let grads = [
+            [0.3f32, -0.2, 0.9, -1.1],
+            [-0.4, 0.1, 0.2, 0.6],
+            [1.2, -0.7, -0.3, 0.05],
+            [0.0, 0.4, -0.8, 0.3],
+            [-0.6, -0.6, 0.5, 0.9],
+        ];
+        let (ours_vs, ours) = one_weight(&start, Kind::Float);
+        let (theirs_vs, theirs) = one_weight(&start, Kind::Float);
+        let mut opt = AdamW::new(&ours_vs, 0.05, 0.01);
+        let mut reference = nn::adamw(BETA1, BETA2, 0.01)
+            .build(&theirs_vs, 0.05)
+            .expect("libtorch's AdamW");
+        for g in &grads {
+            opt.zero_grad();
+            set_grad(&ours, g);
+            opt.clip_and_step(1e9, "test", 0.0);
+            reference.zero_grad();
+            set_grad(&theirs, g);
+            reference.step();
+        }
+        let diff = (&ours - &theirs).abs().max().double_value(&[]);
+        assert!(diff < 1e-6, "{diff}: {ours} vs {theirs}");
+    }
+
+    #[test]
     fn gradients_are_clipped_to_the_global_norm() {
         let (vs, w) = one_weight(&[0.0, 0.0], Kind::Float);
         let mut opt = AdamW::new(&vs, 0.1, 0.0);

@@ -22,7 +22,7 @@ use crate::resume::{OPTIMIZER_FILE, ResumePoint, newest_checkpoint, rewind_run_f
 const RL_START_FILE: &str = "rl-start.safetensors";
 use crate::rollout::RolloutContext;
 use crate::weight_sync::{ServerPush, WeightSync};
-use agentrl_policy::checkpoint::checkpoint_dir;
+use agentrl_policy::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
 pub use agentrl_policy::device::{config_device, default_device};
 use agentrl_policy::load::{load_chat_format, load_llama, model_name};
 
@@ -340,6 +340,24 @@ impl Run {
         point: ResumePoint,
     ) -> Result<(Learner, RlSummary)> {
         rewind_run_files(&self.dir, &point.state, self.tensorboard_dir().as_deref())?;
+        // `latest.json` may name a newer checkpoint that did not check out.
+        if point.dir.is_some() {
+            let file = point
+                .model
+                .strip_prefix(checkpoint_dir(&self.dir))
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if !file.is_empty() {
+                write_latest(
+                    &self.dir,
+                    &LatestCheckpoint {
+                        step: point.state.step,
+                        version: point.state.version,
+                        file,
+                    },
+                )?;
+            }
+        }
         self.rl_from(learner, point.state.step, Some(point)).await
     }
 

@@ -52,6 +52,11 @@ fn bad_configs_name_the_problem() {
             set(base, "model", "stop", "[\"ok\", \"\"]"),
             "model.stop[1]",
         ),
+        // The demo is asynchronous (max_staleness = 1).
+        (
+            set(base, "pipeline", "deterministic", "true"),
+            "pipeline.deterministic",
+        ),
     ];
     for (text, needle) in cases {
         let err = RunConfig::from_toml_str(&text, "demo.toml")
