@@ -13,6 +13,7 @@
 //! id = "guess-number"                     # a Python env behind a controller
 //! server = "http://127.0.0.1:5020"
 //! token = "secret"
+//! timeout_secs = 30                       # a reset or step that takes longer: env error
 //! max_turns = 8
 //!
 //! [env]                                   # an env with options (`agentrl env list` shows them)
@@ -26,6 +27,7 @@
 //! 1 for a single-turn run) but not raised; an env only its server knows gets 16 unless set.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentrl_core::{Error, Result, Split, Task};
 use agentrl_env::dataset::EnvOptions;
@@ -49,6 +51,10 @@ pub struct EnvConfig {
     /// Bearer token of `server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// Longest wait, in seconds, for one request to `server` (a reset or a step; default 120):
+    /// an env that takes longer ends its episode as an env error, which is not trained on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<f64>,
     /// Most steps per episode: lowers a registered env's own limit (e.g. 1 for single-turn),
     /// or sets the limit of an env only `server` knows (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,6 +80,9 @@ pub struct EnvSource {
     /// Bearer token of `server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// Longest wait for one request to `server` (see [`EnvConfig::timeout_secs`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<f64>,
     /// Most steps per episode (see [`EnvConfig::max_turns`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<usize>,
@@ -99,18 +108,22 @@ pub fn sources(config: &EnvConfig) -> Result<Vec<EnvSource>> {
             id: config.id.clone(),
             server: config.server.clone(),
             token: config.token.clone(),
+            timeout_secs: config.timeout_secs,
             max_turns: config.max_turns,
             options: config.options.clone(),
             weight: 1.0,
         }]),
         (true, false)
-            if config.server.is_none() && config.token.is_none() && config.options.is_empty() =>
+            if config.server.is_none()
+                && config.token.is_none()
+                && config.timeout_secs.is_none()
+                && config.options.is_empty() =>
         {
             Ok(config.mix.clone())
         }
         (true, false) => Err(Error::Config(
-            "env.server, env.token and env.options apply to env.id; with env.mix, set them per \
-             entry"
+            "env.server, env.token, env.timeout_secs and env.options apply to env.id; with \
+             env.mix, set them per entry"
                 .into(),
         )),
         (false, false) => Err(Error::Config(
@@ -125,15 +138,32 @@ pub fn sources(config: &EnvConfig) -> Result<Vec<EnvSource>> {
 /// The protocol client of a source's server (`None`: the env runs in process).
 fn client_of(source: &EnvSource) -> Result<Option<ProtocolClient>> {
     let Some(server) = &source.server else {
-        if source.token.is_some() {
-            return Err(Error::Config(format!(
-                "env `{}`: token only applies with a server",
-                source.id
-            )));
+        for (set, field) in [
+            (source.token.is_some(), "token"),
+            (source.timeout_secs.is_some(), "timeout_secs"),
+        ] {
+            if set {
+                return Err(Error::Config(format!(
+                    "env `{}`: {field} only applies with a server",
+                    source.id
+                )));
+            }
         }
         return Ok(None);
     };
-    let client = ProtocolClient::new(server, &ClientConfig::default())?;
+    let mut config = ClientConfig::default();
+    if let Some(secs) = source.timeout_secs {
+        config.request_timeout = Duration::try_from_secs_f64(secs)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "env `{}`: timeout_secs must be a positive number of seconds, not {secs}",
+                    source.id
+                ))
+            })?;
+    }
+    let client = ProtocolClient::new(server, &config)?;
     Ok(Some(match &source.token {
         Some(token) => client.with_token(token.clone()),
         None => client,

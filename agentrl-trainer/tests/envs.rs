@@ -93,6 +93,10 @@ fn bad_env_sections_say_what_to_change() {
     assert!(error_of("[env]\nid = \"nope\"\n").contains("known env ids"));
     let token = "[env]\nid = \"maze\"\ntoken = \"t\"\n";
     assert!(error_of(token).contains("only applies with a server"));
+    let timeout = "[env]\nid = \"maze\"\ntimeout_secs = 5\n";
+    assert!(error_of(timeout).contains("timeout_secs only applies with a server"));
+    let zero = "[env]\nid = \"maze\"\nserver = \"127.0.0.1:1\"\ntimeout_secs = 0\n";
+    assert!(error_of(zero).contains("positive number of seconds"));
     let raise = "[env]\nid = \"maze\"\nmax_turns = 1000\n";
     assert!(error_of(raise).contains("cannot raise it"));
     let weight = "[[env.mix]]\nid = \"maze\"\nweight = 0\n";

@@ -15,10 +15,15 @@ async fn rl_run(max_staleness: u64) -> (tempfile::TempDir, Vec<serde_json::Value
     assert!(dir.path().join("checkpoints/sft.safetensors").exists());
     let (learner, summary) = run.rl(learner, 0).await.unwrap();
     assert_eq!(summary.steps, 3);
-    assert_eq!(
-        summary.dropped_stale, 0,
-        "the producer's gate keeps samples fresh"
-    );
+    if max_staleness == 0 {
+        // Synchronous: groups start only under the weights they train. (Asynchronous runs may
+        // drop a group that a newer one overtook; the bound on what is trained is checked on
+        // the records.)
+        assert_eq!(
+            summary.dropped_stale, 0,
+            "the producer's gate keeps samples fresh"
+        );
+    }
     let report = run.evaluate(&learner, "after_rl", 3).await.unwrap();
     assert_eq!(report.tasks, 6);
     assert!(dir.path().join("samples/eval_after_rl.jsonl").exists());

@@ -1,6 +1,7 @@
 //! `cargo xtask`: project automation for AgentRL (libtorch setup, tests, the demo, benchmarks,
 //! the feature-combination and import-circle checks).
 
+mod chaos;
 mod cycles;
 mod features;
 mod fuzz;
@@ -52,6 +53,22 @@ commands:
                         most 30 minutes) sampled every 10 s: resident memory (growth after
                         warm-up under 10%), descriptors, threads, children; fails on growth or
                         on processes/temporary files that outlive the run
+  chaos [--servers N] [--kill-every SECS] [--steps N] [--fleet-seconds N]
+        [--delay-every N] [--drop-every N] [--hang-every N]
+                        a short SFT, then `agentrl train` on arith-calc against N env servers
+                        (default 3) behind `agentrl controller`; every SECS (default 3) one
+                        server is killed (SIGKILL) and restarted, and the servers' --chaos-*
+                        flags answer steps late, drop answers and hang steps; prints episodes
+                        per outcome, kills, restarts and faults; fails unless the run finished
+                        within --fleet-seconds (default 1800), every step's batch is accounted
+                        for, env errors were not trained on and no group was trained twice
+                        (everything under runs/chaos/)
+  chaos --kill-resume N [--config F] [--seed S]
+                        the release `agentrl train` on F (default
+                        configs/chaos/kill-resume.toml: synchronous, deterministic, a
+                        checkpoint per step) for 4N steps, uninterrupted and then killed with
+                        SIGKILL N times at random moments and resumed after each; fails unless
+                        both end with the same final weights (bytes) and rl_step metrics
   help                  print this text
 
 environment:
@@ -109,6 +126,7 @@ fn main() -> ExitCode {
         Some("cycles") => cmd_cycles(&rest),
         Some("fuzz") => repo_root().and_then(|root| fuzz::cmd_fuzz(&root, &rest)),
         Some("soak") => cmd_soak(&rest),
+        Some("chaos") => chaos::cmd_chaos(&rest),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;

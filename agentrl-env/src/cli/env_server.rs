@@ -8,8 +8,12 @@ use std::time::Duration;
 use agentrl_core::{Error, Result};
 use clap::Args;
 
-use crate::protocol::{ServerConfig, WorkerRegistration, register_worker, serve};
+use crate::protocol::{ChaosConfig, ServerConfig, WorkerRegistration, register_worker, serve};
 use crate::{EnvFactory, lookup};
+
+/// The `--help` section of the fault-injection flags.
+const CHAOS_HEADING: &str =
+    "Chaos testing (faults on purpose, see agentrl_env::protocol::chaos; off by default)";
 
 /// Arguments of `agentrl-env serve` and `agentrl env-server`.
 #[derive(Args, Debug, Clone)]
@@ -43,6 +47,35 @@ pub struct EnvServerArgs {
     /// address; set it when listening on 0.0.0.0 or behind NAT).
     #[arg(long, requires = "controller")]
     pub advertise: Option<String>,
+    /// Chaos testing only: every N-th interact is answered --chaos-delay-ms late (0: never).
+    #[arg(long, default_value_t = 0, help_heading = CHAOS_HEADING)]
+    pub chaos_delay_every: u64,
+    /// Chaos testing only: how late a delayed answer comes, in milliseconds.
+    #[arg(long, default_value_t = 500, help_heading = CHAOS_HEADING)]
+    pub chaos_delay_ms: u64,
+    /// Chaos testing only: every N-th interact is carried out and its answer cut off (0: never).
+    #[arg(long, default_value_t = 0, help_heading = CHAOS_HEADING)]
+    pub chaos_drop_every: u64,
+    /// Chaos testing only: every N-th env step hangs --chaos-hang-ms before it runs, as a step
+    /// whose tool has no time limit would (0: never).
+    #[arg(long, default_value_t = 0, help_heading = CHAOS_HEADING)]
+    pub chaos_hang_every: u64,
+    /// Chaos testing only: how long a hung step waits, in milliseconds.
+    #[arg(long, default_value_t = 30_000, help_heading = CHAOS_HEADING)]
+    pub chaos_hang_ms: u64,
+}
+
+impl EnvServerArgs {
+    /// The faults the `--chaos-*` flags ask for (none by default).
+    pub fn chaos(&self) -> ChaosConfig {
+        ChaosConfig {
+            delay_every: self.chaos_delay_every,
+            delay: Duration::from_millis(self.chaos_delay_ms),
+            drop_every: self.chaos_drop_every,
+            hang_every: self.chaos_hang_every,
+            hang: Duration::from_millis(self.chaos_hang_ms),
+        }
+    }
 }
 
 /// Serves `args.envs` until Ctrl-C, then lets requests in flight finish.
@@ -63,7 +96,9 @@ pub async fn run_env_server(args: EnvServerArgs) -> Result<()> {
         max_sessions: args.max_sessions,
         task_count: args.task_count,
         token: args.token.clone(),
+        chaos: args.chaos(),
     };
+    let chaos = (!config.chaos.is_off()).then(|| config.chaos.describe());
     let max_sessions = config.max_sessions;
     let (bound, handle) = serve(args.addr, envs, config).await?;
     let _registration = match &args.controller {
@@ -104,6 +139,9 @@ pub async fn run_env_server(args: EnvServerArgs) -> Result<()> {
         },
         args.session_ttl_secs
     );
+    if let Some(faults) = chaos {
+        println!("CHAOS TESTING: this server fails on purpose: {faults}");
+    }
     handle.shutdown_on(super::ctrl_c()).await?;
     println!("env server stopped");
     Ok(())

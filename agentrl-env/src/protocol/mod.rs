@@ -22,6 +22,7 @@
 //! which the trainer trains against remote envs exactly as against in-process ones;
 //! [`controller`] fronts many env servers behind one address.
 
+pub mod chaos;
 pub mod client;
 pub mod controller;
 mod ended;
@@ -34,6 +35,7 @@ pub mod server;
 use agentrl_core::{Message, Split, Step, StepInfo, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
+pub use chaos::ChaosConfig;
 pub use client::{ClientConfig, ProtocolClient, RemoteEnv, RemoteEnvFactory};
 pub use controller::{
     Controller, ControllerConfig, ControllerHandle, RegistrationHandle, WorkerRegistration,

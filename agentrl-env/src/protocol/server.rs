@@ -24,6 +24,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use tokio::task::JoinHandle;
 
+use super::chaos::{Chaos, ChaosConfig};
 use super::ended::{Ended, EndedLog};
 use super::http::{
     ApiError, ServiceHandle, Serving, body_bytes, check_token_config, indices_query, parse_json,
@@ -51,6 +52,8 @@ pub struct ServerConfig {
     /// When set, every request must carry `Authorization: Bearer TOKEN` (401 without); a
     /// controller in front of this server needs it too (the `worker_token` of its registration).
     pub token: Option<String>,
+    /// Faults to inject on purpose, for chaos tests only (see [`super::chaos`]); off by default.
+    pub chaos: ChaosConfig,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +64,7 @@ impl Default for ServerConfig {
             max_sessions: 4096,
             task_count: 200,
             token: None,
+            chaos: ChaosConfig::default(),
         }
     }
 }
@@ -99,6 +103,8 @@ struct Shared {
     sessions: Mutex<HashMap<u64, Arc<Session>>>,
     ended: Mutex<EndedLog>,
     next_id: AtomicU64,
+    /// The fault injector, when [`ServerConfig::chaos`] asks for faults.
+    chaos: Option<Arc<Chaos>>,
 }
 
 impl Shared {
@@ -185,6 +191,7 @@ impl EnvServer {
             return Err(Error::Config("max_sessions must be at least 1".into()));
         }
         check_token_config(config.token.as_deref(), "env server")?;
+        config.chaos.validate()?;
         let mut map = BTreeMap::new();
         for factory in envs {
             let id = factory.id().to_string();
@@ -192,9 +199,11 @@ impl EnvServer {
                 return Err(Error::Config(format!("env `{id}` is listed twice")));
             }
         }
+        let chaos = Chaos::new(&config.chaos);
         Ok(EnvServer {
             shared: Arc::new(Shared {
                 envs: map,
+                chaos,
                 config,
                 sessions: Mutex::new(HashMap::new()),
                 ended: Mutex::new(EndedLog::default()),
@@ -215,6 +224,10 @@ impl EnvServer {
             .route("/api/list_sessions", get(list_sessions))
             .fallback(not_found)
             .with_state(self.shared.clone());
+        let routes = match &self.shared.chaos {
+            Some(chaos) => chaos.layer(routes),
+            None => routes,
+        };
         with_token(routes, self.shared.config.token.as_deref())
     }
 
@@ -330,8 +343,12 @@ async fn start_sample(
         return Err(full(&shared));
     }
     let task_id = task.id.clone();
+    let chaos = shared.chaos.clone();
     let started = isolated("env reset", async move {
         let mut env = factory.make();
+        if let Some(chaos) = chaos {
+            env = chaos.wrap(env);
+        }
         let obs = env.reset(&task).await;
         obs.map(|obs| (env, obs))
     })

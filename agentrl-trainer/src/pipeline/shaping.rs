@@ -42,10 +42,15 @@ pub(super) fn apply_overlong_penalty(
 }
 
 /// Whether a group's rewards give any of its trajectories a non-zero advantage under
-/// `estimator` (for the group estimators: whether they are not all equal).
+/// `estimator` (for the group estimators: whether they are not all equal), its env errors
+/// ([`Outcome::EnvError`], never trained on) left out.
 pub(super) fn is_informative(estimator: AdvantageEstimator, group: &[Trajectory]) -> bool {
-    let rewards: Array1<f64> = group.iter().map(|t| t.reward).collect();
-    let ids = vec![0u64; group.len()];
+    let rewards: Array1<f64> = group
+        .iter()
+        .filter(|t| t.outcome != Outcome::EnvError)
+        .map(|t| t.reward)
+        .collect();
+    let ids = vec![0u64; rewards.len()];
     advantages(estimator, &rewards, &ids)
         .iter()
         .any(|&a| a != 0.0)
@@ -145,6 +150,10 @@ mod tests {
             let mut differ = same.clone();
             differ[1].reward = 1.0;
             assert!(is_informative(estimator, &differ), "{estimator:?}");
+            // An env error's reward is no signal.
+            let mut failed = same.clone();
+            failed[1] = traj(0.0, Outcome::EnvError);
+            assert!(!is_informative(estimator, &failed), "{estimator:?}");
         }
     }
 }

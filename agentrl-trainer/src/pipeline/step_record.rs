@@ -1,7 +1,7 @@
 //! The `rl_step` record of `metrics.jsonl`: what a step drew, trained on and took, overall
 //! and per task (env).
 
-use agentrl_core::Trajectory;
+use agentrl_core::{Outcome, Trajectory};
 use agentrl_policy::EngineStats;
 
 use super::StepDraw;
@@ -57,6 +57,9 @@ pub(super) fn step_record(
         "groups_drawn": draw.drawn,
         "dynamic_dropped_groups": draw.uninformative,
         "overlong_masked": update.masked,
+        "env_error_masked": update.env_errors,
+        "outcomes": outcome_counts(batch),
+        "group_ids": group_ids(batch),
         "episodes_cancelled": draw.restarts.cancelled,
         "episodes_restarted": draw.restarts.restarted,
         "trainer_idle_seconds": draw.idle,
@@ -126,6 +129,40 @@ fn per_task_record(
         out.insert(env, record);
     }
     serde_json::Value::Object(out)
+}
+
+/// How the batch's episodes ended: one count per [`Outcome`], every outcome named (0 when
+/// none), so the counts add up to the episodes of the batch.
+fn outcome_counts(batch: &[Trajectory]) -> serde_json::Value {
+    let all = [
+        Outcome::Completed,
+        Outcome::Truncated,
+        Outcome::InvalidAction,
+        Outcome::EnvError,
+        Outcome::Cancelled,
+    ];
+    let mut out = serde_json::Map::new();
+    for outcome in all {
+        let name = serde_json::to_value(outcome)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("{outcome:?}"));
+        let n = batch.iter().filter(|t| t.outcome == outcome).count();
+        out.insert(name, serde_json::json!(n));
+    }
+    serde_json::Value::Object(out)
+}
+
+/// The producer's numbers of the groups in the batch, in the order drawn (each group once): a
+/// sample trained twice would show up as a number in two steps.
+fn group_ids(batch: &[Trajectory]) -> Vec<u64> {
+    let mut ids: Vec<u64> = Vec::new();
+    for t in batch {
+        if !ids.contains(&t.group_id) {
+            ids.push(t.group_id);
+        }
+    }
+    ids
 }
 
 /// Adds the mean of each named reward part as `reward/NAME`.

@@ -5,7 +5,7 @@ use agentrl_core::{Outcome, Result, Trajectory};
 use ndarray::Array1;
 
 use super::shaping::mask_truncated;
-use crate::advantage::{advantages, gae, normalize_per_task, whiten};
+use crate::advantage::{AdvantageEstimator, advantages, gae, normalize_per_task, whiten};
 use crate::config::OverlongMode;
 use crate::config::RunConfig;
 use crate::critic::{Critic, CriticStats};
@@ -25,6 +25,9 @@ pub(super) struct UpdateOutcome {
     pub(super) advantages: Option<GroupAdvantages>,
     /// Truncated trajectories masked out (`overlong = "mask"`).
     pub(super) masked: usize,
+    /// Trajectories whose env failed ([`Outcome::EnvError`]): left out of the group baselines
+    /// and of the update (an env failure says nothing about the policy).
+    pub(super) env_errors: usize,
     /// Mean KL penalty per trajectory (`kl_mode = "reward"`).
     pub(super) kl_penalty_mean: Option<f64>,
 }
@@ -50,6 +53,10 @@ pub(super) fn update(
             t.reward -= rl.kl_coef * k;
         }
     }
+    let env_errors = batch
+        .iter()
+        .filter(|t| t.outcome == Outcome::EnvError)
+        .count();
     let outcome = match critic {
         Some(critic) => ppo_update(learner, critic, batch, cfg, grpo).map(
             |(stats, critic_stats, trained, masked)| UpdateOutcome {
@@ -77,14 +84,16 @@ pub(super) fn update(
     }
     Ok(UpdateOutcome {
         kl_penalty_mean,
+        env_errors,
         ..outcome?
     })
 }
 
-/// One GRPO-family update: group advantages (truncated episodes' zeroed under
-/// `overlong = "mask"`, then task-normalised when configured) for every trajectory, the policy
-/// step on those whose advantage is not zero. Returns the step's statistics, how many
-/// trajectories it trained on, the advantages and how many truncated trajectories were masked.
+/// One GRPO-family update: group advantages (env errors left out of the baselines with
+/// advantage 0, truncated episodes' zeroed under `overlong = "mask"`, then task-normalised
+/// when configured) for every trajectory, the policy step on those whose advantage is not zero.
+/// Returns the step's statistics, how many trajectories it trained on, the advantages and how
+/// many truncated trajectories were masked.
 fn group_update(
     learner: &mut Learner,
     batch: &[Trajectory],
@@ -93,8 +102,7 @@ fn group_update(
     grpo: GrpoParams,
 ) -> (UpdateStats, usize, GroupAdvantages, usize) {
     let rl = &cfg.rl;
-    let group_ids: Vec<u64> = batch.iter().map(|t| t.group_id).collect();
-    let mut adv = advantages(rl.advantage.estimator(), rewards, &group_ids);
+    let mut adv = advantages_without_env_errors(rl.advantage.estimator(), rewards, batch);
     let masked = match rl.overlong {
         OverlongMode::Mask => mask_truncated(&mut adv, batch),
         OverlongMode::None | OverlongMode::Penalty => 0,
@@ -122,6 +130,27 @@ fn group_update(
     )
 }
 
+/// The group advantages of `batch` under `estimator`, computed as if its env errors
+/// ([`Outcome::EnvError`]) were not there (their rewards say nothing about the policy, so they
+/// must not move their group's baseline); an env error's own advantage is 0.
+fn advantages_without_env_errors(
+    estimator: AdvantageEstimator,
+    rewards: &Array1<f64>,
+    batch: &[Trajectory],
+) -> Array1<f64> {
+    let valid: Vec<usize> = (0..batch.len())
+        .filter(|&i| batch[i].outcome != Outcome::EnvError)
+        .collect();
+    let sub_rewards: Array1<f64> = valid.iter().map(|&i| rewards[i]).collect();
+    let sub_groups: Vec<u64> = valid.iter().map(|&i| batch[i].group_id).collect();
+    let sub = advantages(estimator, &sub_rewards, &sub_groups);
+    let mut adv = Array1::zeros(batch.len());
+    for (k, &i) in valid.iter().enumerate() {
+        adv[i] = sub[k];
+    }
+    adv
+}
+
 /// The per-trajectory advantages of a group update, before and after task normalisation.
 #[derive(Debug, Default)]
 pub(super) struct GroupAdvantages {
@@ -131,7 +160,8 @@ pub(super) struct GroupAdvantages {
     pub(super) after: Vec<f64>,
 }
 
-/// One PPO update: the critic's values, per-token GAE advantages (whitened over the batch),
+/// One PPO update (without env errors): the critic's values, per-token GAE advantages
+/// (whitened over the batch),
 /// the policy step on them (without the truncated trajectories under `overlong = "mask"`),
 /// then the critic step towards the GAE returns. Returns both steps' statistics, how many
 /// trajectories the policy step trained on and how many truncated ones were masked.
@@ -144,7 +174,11 @@ fn ppo_update(
 ) -> Result<(UpdateStats, CriticStats, usize, usize)> {
     let rl = &cfg.rl;
     let gae_params = rl.advantage.gae().cloned().unwrap_or_default();
-    let trajs: Vec<&Trajectory> = batch.iter().filter(|t| t.num_generated() > 0).collect();
+    // Env errors train neither the policy nor the critic: their reward is not the policy's.
+    let trajs: Vec<&Trajectory> = batch
+        .iter()
+        .filter(|t| t.num_generated() > 0 && t.outcome != Outcome::EnvError)
+        .collect();
     if trajs.is_empty() {
         return Ok(Default::default());
     }
@@ -188,4 +222,53 @@ fn ppo_update(
         rl.grad_clip,
     );
     Ok((stats, critic_stats, keep.len(), masked))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentrl_core::Split;
+
+    fn traj(group: u64, reward: f64, outcome: Outcome) -> Trajectory {
+        Trajectory::new("toy", "t", Split::Train, group)
+            .with_reward(reward)
+            .with_outcome(outcome)
+    }
+
+    #[test]
+    fn env_errors_get_no_advantage_and_do_not_move_their_group_baseline() {
+        let batch = vec![
+            traj(0, 1.0, Outcome::Completed),
+            traj(0, 0.0, Outcome::Completed),
+            traj(0, 0.0, Outcome::EnvError),
+            traj(1, 1.0, Outcome::Completed),
+            traj(1, 1.0, Outcome::Truncated),
+        ];
+        let rewards: Array1<f64> = batch.iter().map(|t| t.reward).collect();
+        for estimator in [
+            AdvantageEstimator::Grpo,
+            AdvantageEstimator::DrGrpo,
+            AdvantageEstimator::Rloo,
+            AdvantageEstimator::ReinforcePp,
+        ] {
+            let adv = advantages_without_env_errors(estimator, &rewards, &batch);
+            assert_eq!(adv[2], 0.0, "{estimator:?}");
+            // The same as the advantages of the batch without the env error.
+            let rest: Vec<Trajectory> = batch
+                .iter()
+                .filter(|t| t.outcome != Outcome::EnvError)
+                .cloned()
+                .collect();
+            let rest_rewards: Array1<f64> = rest.iter().map(|t| t.reward).collect();
+            let ids: Vec<u64> = rest.iter().map(|t| t.group_id).collect();
+            let want = advantages(estimator, &rest_rewards, &ids);
+            let got: Vec<f64> = [0, 1, 3, 4].iter().map(|&i| adv[i]).collect();
+            assert_eq!(got, want.to_vec(), "{estimator:?}");
+        }
+        // Only env errors: nothing to learn from.
+        let failed = vec![traj(0, 0.0, Outcome::EnvError); 3];
+        let zeros: Array1<f64> = Array1::zeros(3);
+        let adv = advantages_without_env_errors(AdvantageEstimator::Grpo, &zeros, &failed);
+        assert!(adv.iter().all(|&a| a == 0.0));
+    }
 }
