@@ -26,6 +26,7 @@ pub mod message;
 pub mod policy;
 pub mod reward;
 pub mod rng;
+pub mod secret;
 pub mod tool;
 pub mod trajectory;
 
@@ -35,6 +36,7 @@ pub use message::{FunctionCall, FunctionSpec, Message, Role, ToolCall, ToolSpec}
 pub use policy::{FinishReason, Generation, GenerationRequest, Policy, SamplingParams, TokenId};
 pub use reward::{RewardBreakdown, RewardFn};
 pub use rng::{SeededRng, stable_hash};
+pub use secret::same_secret;
 pub use tool::{Tool, ToolContext, ToolError};
 pub use trajectory::{
     BadLine, Outcome, Trajectory, Turn, read_jsonl, read_jsonl_from, write_jsonl,

@@ -17,7 +17,7 @@ use agentrl_env::{EnvFactory, lookup, run_solver_episode};
 use serde_json::{Value, json};
 
 mod common;
-use common::{assert_error, client, expert_sessions_at_once, loopback, raw, wait_until};
+use common::{assert_error, client, expert_sessions_at_once, hostile, loopback, raw, wait_until};
 
 /// A worker: an arith-calc env server registered with the controller at `ctl`.
 struct TestWorker {
@@ -593,5 +593,71 @@ async fn only_unreachable_workers_give_502_with_the_reason() {
         "2 worker(s) for env `arith-calc` could not be reached",
     );
     assert_eq!(handle.controller().session_count(), 0);
+    handle.shutdown().await.unwrap();
+}
+
+/// Hostile requests to the controller (a 100 MB body and a 10,000-deep JSON array on every
+/// route that reads a body, oversized heads) are 4xx answers, not a crash or an out-of-memory,
+/// and the controller goes on serving: the session opened before them plays to its end and a
+/// new one starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_bodies_deep_json_and_oversized_heads_are_4xx_and_the_controller_survives() {
+    let (ctl, handle) = controller(ControllerConfig::default()).await;
+    let w = worker(ctl, None).await;
+    let base = format!("http://{ctl}");
+    let factory = RemoteEnvFactory::new(client(ctl), lookup("arith-calc").unwrap());
+    let task = factory.task(Split::Test, 3);
+    let mut env = RemoteEnv::new(client(ctl), "arith-calc");
+    env.reset(&task).await.unwrap();
+    let session = client(ctl).list_sessions().await.unwrap()[0]
+        .session_id
+        .clone();
+    let with_session = [("session_id", session.as_str())];
+    let routes: [(&str, &[(&str, &str)]); 4] = [
+        ("start_sample", &[]),
+        ("interact", &with_session),
+        ("register", &[]),
+        ("heartbeat", &[]),
+    ];
+    for (route, headers) in routes {
+        let url = format!("{base}/api/{route}");
+        hostile::assert_huge_body_refused(&url, headers).await;
+        // Parsed by the controller itself, except interact's body, which the worker that holds
+        // the session parses (its 4xx comes back as it is).
+        let answer = hostile::assert_deep_json_refused(&url, headers).await;
+        let message = answer.1["error"].as_str().unwrap_or_default();
+        assert!(!message.is_empty(), "{route}: {answer:?}");
+    }
+    // Deep where any JSON value is accepted (a custom task's data): the parser's recursion
+    // limit stops it.
+    let task_json = format!(
+        r#"{{"name": "arith-calc", "custom_task": {{"env_id": "arith-calc", "id": "deep",
+            "split": "test", "data": {}}}}}"#,
+        hostile::deep_array(hostile::DEEP)
+    );
+    let answer =
+        hostile::assert_json_4xx(&format!("{base}/api/start_sample"), &[], task_json).await;
+    assert_eq!(answer.0, 400, "{answer:?}");
+    let message = answer.1["error"].as_str().unwrap_or_default();
+    assert!(message.contains("recursion limit"), "{answer:?}");
+    hostile::assert_oversized_heads_refused(
+        reqwest::Method::GET,
+        &format!("{base}/api/list_workers"),
+        &[],
+    )
+    .await;
+    hostile::assert_oversized_heads_refused(
+        reqwest::Method::POST,
+        &format!("{base}/api/interact"),
+        &with_session,
+    )
+    .await;
+    // Still serving: the session opened before plays on, a new one starts, the worker is kept.
+    let step = env.step(&answer_of(&task)).await.unwrap();
+    assert!(step.done(), "{step:?}");
+    let (status, answer) = raw_start(ctl, None).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(handle.controller().worker_count(), 1);
+    assert_eq!(w.server.server().session_count(), 1);
     handle.shutdown().await.unwrap();
 }

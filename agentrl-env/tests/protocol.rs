@@ -16,7 +16,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 mod common;
-use common::{assert_error, client, expert_sessions_at_once, loopback, raw_text, wait_until};
+use common::{
+    assert_error, client, expert_sessions_at_once, hostile, loopback, raw_text, wait_until,
+};
 
 async fn arith_server(config: ServerConfig) -> (SocketAddr, ServerHandle) {
     serve(loopback(), vec![lookup("arith-calc").unwrap()], config)
@@ -615,8 +617,9 @@ fn a_dead_server_mid_episode_is_a_clear_env_error() {
     });
 }
 
-/// Hostile bodies: 100 MB is refused with 413 before it is read whole, a 10,000-deep JSON
-/// array is a 400 (not a stack overflow), and the server answers normally afterwards.
+/// Hostile requests: a 100 MB body is refused with 413 before it is read whole, a 10,000-deep
+/// JSON array is a 400 (not a stack overflow), oversized heads (a 1 MiB header, 10,000
+/// headers, a 1 MiB URL) are 431/414, and the server answers normally afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_and_deeply_nested_bodies_are_4xx_and_the_server_survives() {
     use reqwest::Method;
@@ -650,7 +653,46 @@ async fn huge_and_deeply_nested_bodies_are_4xx_and_the_server_survives() {
             "{route} with a 10,000-deep array: {answer:?}"
         );
     }
+    hostile::assert_oversized_heads_refused(Method::GET, &format!("{base}/api/list_sessions"), &[])
+        .await;
+    hostile::assert_oversized_heads_refused(Method::POST, &format!("{base}/api/start_sample"), &[])
+        .await;
     let session = start(&http, &base, json!({"name": "arith-calc", "index": 0})).await;
     assert!(!session.is_empty());
     drop(handle);
+}
+
+#[tokio::test]
+async fn an_answer_larger_than_the_cap_is_refused_not_buffered() {
+    // A hostile "env server" that answers every request with 20 MiB (and one that does not
+    // say how long its answer is, so only the chunk-by-chunk count can stop it).
+    for declare_length in [true, false] {
+        let app = axum::Router::new().fallback(move || async move {
+            let huge = vec![b' '; 20 << 20];
+            if declare_length {
+                axum::response::Response::new(axum::body::Body::from(huge))
+            } else {
+                let stream = futures_util::stream::iter(
+                    huge.chunks(1 << 16)
+                        .map(|c| Ok::<_, std::io::Error>(axum::body::Bytes::copy_from_slice(c)))
+                        .collect::<Vec<_>>(),
+                );
+                axum::response::Response::new(axum::body::Body::from_stream(stream))
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = ProtocolClient::new(&addr.to_string(), &ClientConfig::default()).unwrap();
+        let err = client
+            .get_indices("arith-calc", Split::Test)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("larger than") && err.contains("MiB"),
+            "{declare_length}: {err}"
+        );
+        server.abort();
+    }
 }

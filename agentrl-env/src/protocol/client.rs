@@ -134,15 +134,9 @@ impl ProtocolClient {
         })?;
         let status = response.status();
         let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| {
-            Error::env(
-                env,
-                format!(
-                    "{what}: reading the answer failed (connection lost?): {}",
-                    agentrl_core::with_causes(&e)
-                ),
-            )
-        })?;
+        let bytes = super::answer::read_capped(response)
+            .await
+            .map_err(|e| Error::env(env, format!("{what}: {e}")))?;
         if !status.is_success() {
             let message = ErrorBody::message_of(&bytes);
             return Err(Error::env(env, format!("{what}: HTTP {status}: {message}")));

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use agentrl_core::{Error, Result};
+use agentrl_core::{Error, Result, same_secret};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Query, Request, State};
@@ -140,14 +140,6 @@ pub(crate) fn with_token(app: Router, token: Option<&str>) -> Router {
     app.layer(middleware::from_fn_with_state(token, check_token))
 }
 
-/// Compares without an early exit, so the answer time does not leak the token.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 async fn check_token(
     State(token): State<Option<Arc<str>>>,
     request: Request,
@@ -160,6 +152,7 @@ async fn check_token(
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
+        // Compared in constant time, so the answer time does not leak the token.
         let ok = given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes()));
         if !ok {
             let why = if given.is_some() {

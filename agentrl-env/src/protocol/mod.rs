@@ -22,6 +22,7 @@
 //! which the trainer trains against remote envs exactly as against in-process ones;
 //! [`controller`] fronts many env servers behind one address.
 
+mod answer;
 pub mod chaos;
 pub mod client;
 pub mod controller;
@@ -35,6 +36,7 @@ pub mod server;
 use agentrl_core::{Message, Split, Step, StepInfo, Task, ToolSpec};
 use serde::{Deserialize, Serialize};
 
+pub use answer::MAX_ANSWER_BYTES;
 pub use chaos::ChaosConfig;
 pub use client::{ClientConfig, ProtocolClient, RemoteEnv, RemoteEnvFactory};
 pub use controller::{

@@ -1,9 +1,11 @@
 //! Helpers shared by the env tests: the env contract checks (`contract`), and for the protocol
-//! and controller tests addresses, clients, raw HTTP requests, error assertions, polling, and
-//! many expert sessions played at once.
+//! and controller tests addresses, clients, raw HTTP requests, error assertions, polling,
+//! many expert sessions played at once, and hostile requests (`hostile`).
 #![allow(dead_code)]
 
 pub mod contract;
+#[cfg(feature = "protocol")]
+pub mod hostile;
 #[cfg(feature = "protocol")]
 mod served;
 

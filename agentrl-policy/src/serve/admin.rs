@@ -5,12 +5,11 @@ use std::path::PathBuf;
 
 use agentrl_core::Policy;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::Shared;
-use super::api::{ApiError, LoadWeightsRequest, parse_body};
+use super::api::{ApiError, LoadWeightsRequest, RequestBody, parse_body};
 
 /// `GET /v1/models`.
 pub async fn models(State(s): State<Shared>) -> Json<Value> {
@@ -33,7 +32,10 @@ pub async fn health(State(s): State<Shared>) -> Json<Value> {
 /// (or an uploaded version) into the running model (between batches) and sets the policy
 /// version (default: the uploaded version, else current + 1). Loading an upload removes the
 /// uploads of older versions.
-pub async fn load_weights(State(s): State<Shared>, body: Bytes) -> Result<Json<Value>, ApiError> {
+pub async fn load_weights(
+    State(s): State<Shared>,
+    RequestBody(body): RequestBody,
+) -> Result<Json<Value>, ApiError> {
     let req: LoadWeightsRequest = parse_body(&body, "/v1/load_weights")?;
     let path = match (&req.path, req.upload) {
         (Some(path), None) => path.clone(),

@@ -4,6 +4,8 @@
 
 use agentrl_core::{Message, SamplingParams, TokenId, ToolSpec};
 use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -54,7 +56,34 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Parses a JSON request body; a bad body is a 400 that says what is wrong.
+/// Largest request body read whole (JSON routes), in bytes: a larger one is a 413. Uploaded
+/// weights (`PUT /v1/weights/...`) are streamed and have their own cap.
+pub const MAX_BODY_BYTES: usize = 2 << 20;
+
+/// A JSON route's body, read whole up to [`MAX_BODY_BYTES`]; a larger or unreadable body is an
+/// OpenAI-shaped error (413 when too large) instead of axum's plain-text rejection.
+#[derive(Debug)]
+pub struct RequestBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RequestBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        Bytes::from_request(request, state)
+            .await
+            .map(RequestBody)
+            .map_err(|e| ApiError {
+                status: e.status(),
+                message: format!(
+                    "could not read the request body (at most {MAX_BODY_BYTES} bytes): {}",
+                    e.body_text()
+                ),
+            })
+    }
+}
+
+/// Parses a JSON request body; a bad body is a 400 that says what is wrong. serde_json's
+/// recursion limit (128 levels) makes a deeply nested body a 400 too, not a stack overflow.
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8], route: &str) -> Result<T, ApiError> {
     serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad(format!("{route}: invalid request body: {e}")))

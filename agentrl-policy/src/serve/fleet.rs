@@ -15,7 +15,6 @@
 //! in `-v{N}` (e.g. `agentrl-v7`) sets the policy version to N.
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -23,7 +22,7 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::admin::load_path;
-use super::api::{ApiError, LoraAdapterRequest, UpdateFromDiskRequest, parse_body};
+use super::api::{ApiError, LoraAdapterRequest, RequestBody, UpdateFromDiskRequest, parse_body};
 
 /// The version a name such as `agentrl-v7` announces.
 pub fn version_in_name(name: &str) -> Option<u64> {
@@ -73,7 +72,10 @@ fn unload_adapter(s: &Shared, req: &LoraAdapterRequest) -> Result<(), ApiError> 
 }
 
 /// `POST /v1/load_lora_adapter` (vLLM).
-pub async fn vllm_load_lora(State(s): State<Shared>, body: Bytes) -> Result<String, ApiError> {
+pub async fn vllm_load_lora(
+    State(s): State<Shared>,
+    RequestBody(body): RequestBody,
+) -> Result<String, ApiError> {
     let req: LoraAdapterRequest = parse_body(&body, "/v1/load_lora_adapter")?;
     load_adapter(&s, &req).await?;
     Ok(format!(
@@ -83,7 +85,10 @@ pub async fn vllm_load_lora(State(s): State<Shared>, body: Bytes) -> Result<Stri
 }
 
 /// `POST /v1/unload_lora_adapter` (vLLM).
-pub async fn vllm_unload_lora(State(s): State<Shared>, body: Bytes) -> Result<String, ApiError> {
+pub async fn vllm_unload_lora(
+    State(s): State<Shared>,
+    RequestBody(body): RequestBody,
+) -> Result<String, ApiError> {
     let req: LoraAdapterRequest = parse_body(&body, "/v1/unload_lora_adapter")?;
     unload_adapter(&s, &req)?;
     Ok(format!(
@@ -103,7 +108,10 @@ fn sglang_answer(success: bool, body: Value) -> Response {
 }
 
 /// `POST /update_weights_from_disk` (SGLang).
-pub async fn sglang_update_from_disk(State(s): State<Shared>, body: Bytes) -> Response {
+pub async fn sglang_update_from_disk(
+    State(s): State<Shared>,
+    RequestBody(body): RequestBody,
+) -> Response {
     let req: UpdateFromDiskRequest = match parse_body(&body, "/update_weights_from_disk") {
         Ok(req) => req,
         Err(e) => return sglang_answer(false, json!({"success": false, "message": e.message})),
@@ -132,7 +140,7 @@ fn loaded_adapters(s: &Shared, path: Option<&std::path::Path>) -> Value {
 }
 
 /// `POST /load_lora_adapter` (SGLang).
-pub async fn sglang_load_lora(State(s): State<Shared>, body: Bytes) -> Response {
+pub async fn sglang_load_lora(State(s): State<Shared>, RequestBody(body): RequestBody) -> Response {
     let req: LoraAdapterRequest = match parse_body(&body, "/load_lora_adapter") {
         Ok(req) => req,
         Err(e) => {
@@ -150,7 +158,10 @@ pub async fn sglang_load_lora(State(s): State<Shared>, body: Bytes) -> Response 
 }
 
 /// `POST /unload_lora_adapter` (SGLang).
-pub async fn sglang_unload_lora(State(s): State<Shared>, body: Bytes) -> Response {
+pub async fn sglang_unload_lora(
+    State(s): State<Shared>,
+    RequestBody(body): RequestBody,
+) -> Response {
     let req: LoraAdapterRequest = match parse_body(&body, "/unload_lora_adapter") {
         Ok(req) => req,
         Err(e) => {

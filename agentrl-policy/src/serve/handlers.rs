@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 
 use agentrl_core::{FinishReason, Generation, GenerationRequest, Policy, SamplingParams, TokenId};
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -13,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::answer::{chat_message, finish_name, now_secs, output_text, stop_reason, usage};
 use super::api::{
-    ApiError, ChatRequest, CompletionRequest, GenerateRequest, PromptInput, parse_body,
+    ApiError, ChatRequest, CompletionRequest, GenerateRequest, PromptInput, RequestBody, parse_body,
 };
 use super::stream::{self, Shape, check_streamable};
 use super::{ServeState, Shared};
@@ -92,7 +91,7 @@ async fn generate_rows(
 pub async fn completions(
     State(s): State<Shared>,
     headers: HeaderMap,
-    body: Bytes,
+    RequestBody(body): RequestBody,
 ) -> Result<Response, ApiError> {
     let req: CompletionRequest = parse_body(&body, "/v1/completions")?;
     if req.echo {
@@ -178,7 +177,7 @@ pub async fn completions(
 pub async fn chat(
     State(s): State<Shared>,
     headers: HeaderMap,
-    body: Bytes,
+    RequestBody(body): RequestBody,
 ) -> Result<Response, ApiError> {
     let req: ChatRequest = parse_body(&body, "/v1/chat/completions")?;
     if req.messages.is_empty() {
@@ -248,7 +247,7 @@ pub async fn chat(
 pub async fn generate(
     State(s): State<Shared>,
     headers: HeaderMap,
-    body: Bytes,
+    RequestBody(body): RequestBody,
 ) -> Result<Json<Value>, ApiError> {
     let req: GenerateRequest = parse_body(&body, "/generate")?;
     if req.stream {

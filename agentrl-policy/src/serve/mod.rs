@@ -40,9 +40,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use agentrl_core::{Error, Result};
+use agentrl_core::{Error, Result, same_secret};
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
@@ -152,12 +152,16 @@ async fn require_key(
     let Some(key) = &state.api_key else {
         return next.run(request).await;
     };
+    if request.uri().path() == "/health" {
+        return next.run(request).await;
+    }
     let sent = request
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    if sent == Some(key.as_str()) || request.uri().path() == "/health" {
+    // Compared in constant time, so the answer time does not leak the key.
+    if sent.is_some_and(|sent| same_secret(sent.as_bytes(), key.as_bytes())) {
         return next.run(request).await;
     }
     api::ApiError {
@@ -185,12 +189,18 @@ pub fn app(state: Arc<ServeState>) -> Router {
         .route("/load_lora_adapter", post(fleet::sglang_load_lora))
         .route("/unload_lora_adapter", post(fleet::sglang_unload_lora))
         .route("/health", get(admin::health))
+        .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), require_key))
         .with_state(state)
 }
 
 /// Loads the model, serves it until Ctrl-C, then lets requests in flight finish.
 pub async fn run(args: ServeArgs) -> Result<()> {
+    if args.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
+        return Err(Error::Config(
+            "--api-key is empty: give a key, or leave the option out".into(),
+        ));
+    }
     let device = crate::device::default_device();
     let load_args = args.clone();
     let model = tokio::task::spawn_blocking(move || {

@@ -77,7 +77,16 @@ async fn forward(
     let status =
         StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let headers = response.headers().clone();
-    let body = response.bytes().await.map_err(bad_gateway)?;
+    let body = Bytes::from(
+        crate::protocol::answer::read_capped(response)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    format!("worker answer to {method} {base}{route}: {e}"),
+                )
+            })?,
+    );
     if status == StatusCode::UNAUTHORIZED {
         let why = ErrorBody::message_of(&body);
         return Err(ApiError::new(
