@@ -102,16 +102,6 @@ impl RewardFn for ScaleOffset {
 
     /// Restores the inner reward.
     fn restore_state(&self, state: &Value) -> Result<()> {
-        let object = if state.is_null() {
-            None
-        } else {
-            Some(state::expect_object(Self::NAME, state, &["reward"])?)
-        };
-        state::restore_child(
-            Self::NAME,
-            "reward",
-            self.reward.as_ref(),
-            object.and_then(|o| o.get("reward")),
-        )
+        state::restore_wrapped(Self::NAME, self.reward.as_ref(), state)
     }
 }

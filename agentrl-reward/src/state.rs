@@ -123,6 +123,17 @@ pub(crate) fn restore_child(
     }
 }
 
+/// Restores the one inner reward of a wrapping composer `owner` (`{"type": owner, "reward":
+/// ...}`, or `null` when the inner reward is stateless).
+pub(crate) fn restore_wrapped(owner: &str, inner: &dyn RewardFn, state: &Value) -> Result<()> {
+    let object = if state.is_null() {
+        None
+    } else {
+        Some(expect_object(owner, state, &["reward"])?)
+    };
+    restore_child(owner, "reward", inner, object.and_then(|o| o.get("reward")))
+}
+
 /// Runs `restore` on `reward` all or nothing: when it fails, the state `reward` had before is
 /// put back, so a state that fits only part of a tree changes none of it.
 pub(crate) fn all_or_nothing(

@@ -8,7 +8,7 @@ use agentrl_policy::llama::{
     Llama, LoraConfig, adapter_weights, load_adapter_weights, save_adapters,
 };
 use agentrl_policy::{GptConfig, NamedWeights, PolicyModel, snapshot_weights};
-use tch::{Device, Kind, Tensor, nn};
+use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
 use crate::optim::AdamW;
 
@@ -125,7 +125,13 @@ pub struct Learner {
     vs: nn::VarStore,
     model: Box<dyn PolicyModel>,
     spec: ModelSpec,
+    /// The policy-gradient (and critic-side) optimiser, whose state checkpoints keep.
     opt: AdamW,
+    /// Behaviour cloning's optimiser: libtorch's AdamW, built at the first SFT step (see
+    /// [`Learner::sft_step`]).
+    sft_opt: Option<nn::Optimizer>,
+    /// The learning rate last set.
+    lr: f64,
     reference: Option<(nn::VarStore, Box<dyn PolicyModel>)>,
     device: Device,
     micro_batch: usize,
@@ -172,6 +178,8 @@ impl Learner {
             model,
             spec,
             opt,
+            sft_opt: None,
+            lr,
             reference: None,
             micro_batch: 0,
         })
@@ -189,7 +197,11 @@ impl Learner {
 
     /// Sets the learning rate.
     pub fn set_lr(&mut self, lr: f64) {
+        self.lr = lr;
         self.opt.set_lr(lr);
+        if let Some(opt) = &mut self.sft_opt {
+            opt.set_lr(lr);
+        }
     }
 
     /// Splits each update into forward/backward passes of at most `rows` trajectories,
@@ -254,6 +266,7 @@ impl Learner {
     /// Loads weights saved by [`Learner::save`]; the optimiser starts afresh.
     pub fn load(&mut self, path: &Path) -> Result<()> {
         self.opt.reset();
+        self.sft_opt = None;
         if self.spec.lora().is_some() {
             return load_adapter_weights(&self.vs, path).map(|_| ());
         }
@@ -309,10 +322,28 @@ impl Learner {
     /// One behaviour-cloning step: mean cross-entropy over policy tokens. The batch is
     /// packed by length ([`pack_by_length`]), so short and long demonstrations do not pad each
     /// other.
+    ///
+    /// SFT steps with libtorch's AdamW rather than [`AdamW`]: SFT is never resumed midway (an
+    /// interrupted SFT starts again), and the demo's result hangs on the exact SFT weights,
+    /// which our AdamW's different rounding (within 1e-6 a step) would change. RL then starts
+    /// [`AdamW`] with fresh moments.
     pub fn sft_step(&mut self, batch: &[&Trajectory], grad_clip: f64) -> UpdateStats {
         let chunks = pack_by_length(batch, self.micro_batch, SFT_PADDED_TOKENS, self.device);
         let denom = chunks.iter().map(|p| p.tokens).sum::<usize>().max(1) as f64;
-        self.opt.zero_grad();
+        let mut opt = match self.sft_opt.take() {
+            Some(opt) => opt,
+            None => match nn::adamw(0.9, 0.95, 0.01).build(&self.vs, self.lr) {
+                Ok(opt) => opt,
+                Err(e) => {
+                    tracing::error!("building libtorch's AdamW for SFT failed: {e}");
+                    return UpdateStats {
+                        skipped_non_finite: true,
+                        ..UpdateStats::default()
+                    };
+                }
+            },
+        };
+        opt.zero_grad();
         let mut stats = UpdateStats::default();
         for packed in &chunks {
             let (logp, entropy) = self.model.token_logprobs(&packed.ids, 1.0);
@@ -323,7 +354,10 @@ impl Learner {
                 .double_value(&[]);
             stats.tokens += packed.tokens;
         }
-        self.finish_step("SFT", &mut stats, grad_clip);
+        let step = libtorch_clip_and_step(&self.vs, &mut opt, grad_clip, stats.loss);
+        stats.grad_norm = step.grad_norm;
+        stats.skipped_non_finite = step.skipped_non_finite;
+        self.sft_opt = Some(opt);
         stats
     }
 
@@ -443,5 +477,51 @@ impl Learner {
             }
         });
         out
+    }
+}
+
+/// [`AdamW::clip_and_step`] for libtorch's optimiser (behaviour cloning): the global gradient
+/// norm of `vs`'s trainable variables, then, when it and `loss` are finite, clipping and a
+/// step; otherwise nothing changes and a warning says so.
+fn libtorch_clip_and_step(
+    vs: &nn::VarStore,
+    opt: &mut nn::Optimizer,
+    grad_clip: f64,
+    loss: f64,
+) -> crate::optim::OptimiserStep {
+    let grad_norm = tch::no_grad(|| {
+        let norms: Vec<Tensor> = vs
+            .trainable_variables()
+            .iter()
+            .map(|v| v.grad())
+            .filter(|g| g.defined())
+            .map(|g| g.norm().square())
+            .collect();
+        (!norms.is_empty()).then(|| {
+            Tensor::stack(&norms, 0)
+                .sum(Kind::Float)
+                .sqrt()
+                .double_value(&[])
+        })
+    });
+    let Some(grad_norm) = grad_norm else {
+        return crate::optim::OptimiserStep {
+            grad_norm: 0.0,
+            skipped_non_finite: false,
+        };
+    };
+    let finite = grad_norm.is_finite() && loss.is_finite();
+    if finite {
+        opt.clip_grad_norm(grad_clip);
+        opt.step();
+    } else {
+        tracing::warn!(
+            "SFT update skipped: loss {loss}, gradient norm {grad_norm} (not finite); \
+             the weights and optimiser state are unchanged"
+        );
+    }
+    crate::optim::OptimiserStep {
+        grad_norm,
+        skipped_non_finite: !finite,
     }
 }
