@@ -24,7 +24,12 @@ fn cfg() -> GptConfig {
 
 /// Log-probabilities the learner's current weights give to the policy tokens of `t`.
 fn policy_logprobs(learner: &Learner, t: &Trajectory) -> Vec<f32> {
-    let (vs, model) = learner.clone_model().unwrap();
+    // A copy is built (drawing its initial weights from libtorch's global generator) before
+    // the weights are copied in: not while another test seeds the generator.
+    let (vs, model) = {
+        let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        learner.clone_model().unwrap()
+    };
     let _keep = vs;
     let packed = pack(&[t], Device::Cpu);
     let (lp, _) = tch::no_grad(|| model.token_logprobs(&packed.ids, 1.0));
@@ -76,7 +81,11 @@ fn sft_lowers_the_loss_on_its_data() {
 #[test]
 fn grpo_raises_rewarded_and_lowers_penalised_sequences() {
     let mut learner = seeded_learner(1, 5e-3);
-    learner.freeze_reference().unwrap();
+    {
+        // The reference is a copy built like `policy_logprobs`'s.
+        let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        learner.freeze_reference().unwrap();
+    }
     let good = traj(vec![1, 2], vec![5, 6, 7], vec![0.0; 3]);
     let bad = traj(vec![1, 2], vec![9, 9, 9], vec![0.0; 3]);
     // Rollout logprobs as the current policy would have produced them.
