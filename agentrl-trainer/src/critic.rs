@@ -6,7 +6,8 @@
 //! 0 and the first advantages are the Monte Carlo returns. Values are read at every position
 //! whose *next* token the policy generated, aligned with [`crate::batch::PackedBatch::mask`].
 //! Its trainable weights (the value head, and the backbone or its LoRA adapters) are saved beside
-//! the policy's checkpoints (`critic-step-N.safetensors`) and restored when a run resumes.
+//! the policy's checkpoints (`checkpoints/step-N/critic.safetensors`, with its optimiser) and
+//! restored when a run resumes.
 
 use std::collections::HashMap;
 use std::path::Path;

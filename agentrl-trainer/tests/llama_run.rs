@@ -171,7 +171,7 @@ async fn a_pretrained_model_trains_with_lora_end_to_end() {
 
     // Checkpoints hold adapters only; the PEFT adapter directory is complete.
     let ckpt = run_dir.join("checkpoints");
-    for file in ["sft.safetensors", "step-000002.safetensors"] {
+    for file in ["sft.safetensors", "step-000002/model.safetensors"] {
         let tensors = Tensor::read_safetensors(ckpt.join(file)).unwrap();
         assert_eq!(tensors.len(), 2 * 3 * 2, "{file}");
         assert!(tensors.iter().all(|(n, _)| is_adapter_name(n)), "{file}");
