@@ -188,6 +188,47 @@ pub trait PolicyModel: Send + 'static {
     /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given their prefixes under
     /// `softmax(logits / temperature)`, and the entropy of each distribution.
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor);
+    /// [`PolicyModel::token_logprobs`] where `mask` `[B, T-1]` is non-zero, 0 elsewhere: what
+    /// a policy update needs. The entropies carry gradients only with `entropy_grad`. The
+    /// default computes every position; decoders send only the masked positions through the
+    /// vocabulary head, so time and memory follow the trained tokens, not the padded batch.
+    fn masked_token_logprobs(
+        &self,
+        ids: &Tensor,
+        mask: &Tensor,
+        temperature: f64,
+        entropy_grad: bool,
+    ) -> (Tensor, Tensor) {
+        let (logp, entropy) = self.token_logprobs(ids, temperature);
+        let entropy = if entropy_grad {
+            entropy
+        } else {
+            entropy.detach()
+        };
+        (logp * mask, entropy * mask)
+    }
+    /// [`PolicyModel::masked_token_logprobs`] of rows that all begin with the ids `prefix`
+    /// `[1, L]`: `rest` `[B, R]` holds each row's ids from position `L` on (right-padded),
+    /// and `mask` `[B, R-1]` marks which of `rest[:, 1:]` to score; the results are
+    /// `[B, R-1]`. Decoders run the prefix once instead of once per row (a GRPO group's shared
+    /// prompt); the default builds the whole rows.
+    fn prefixed_token_logprobs(
+        &self,
+        prefix: &Tensor,
+        rest: &Tensor,
+        mask: &Tensor,
+        temperature: f64,
+        entropy_grad: bool,
+    ) -> (Tensor, Tensor) {
+        let (b, r) = rest.size2().unwrap_or((1, 2));
+        let l = prefix.size().get(1).copied().unwrap_or(0);
+        let ids = Tensor::cat(&[prefix.expand([b, l], false), rest.shallow_clone()], 1);
+        let zeros = Tensor::zeros([b, l], (mask.kind(), mask.device()));
+        let full_mask = Tensor::cat(&[zeros, mask.shallow_clone()], 1);
+        let (logp, entropy) =
+            self.masked_token_logprobs(&ids, &full_mask, temperature, entropy_grad);
+        (logp.narrow(1, l, r - 1), entropy.narrow(1, l, r - 1))
+    }
     /// The final hidden states `[B, T, D]` (after the last norm, before the vocabulary
     /// projection) of right-padded `ids` `[B, T]`: what a value head reads.
     fn hidden_states(&self, ids: &Tensor) -> Tensor;
@@ -236,6 +277,25 @@ impl<M: CachedDecoder> PolicyModel for M {
         let logits = self.causal_logits(&ids.narrow(1, 0, t - 1));
         next_token_logprobs(logits, ids, temperature)
     }
+    fn masked_token_logprobs(
+        &self,
+        ids: &Tensor,
+        mask: &Tensor,
+        temperature: f64,
+        entropy_grad: bool,
+    ) -> (Tensor, Tensor) {
+        masked_logprobs(self, ids, mask, temperature, entropy_grad)
+    }
+    fn prefixed_token_logprobs(
+        &self,
+        prefix: &Tensor,
+        rest: &Tensor,
+        mask: &Tensor,
+        temperature: f64,
+        entropy_grad: bool,
+    ) -> (Tensor, Tensor) {
+        prefixed_logprobs(self, prefix, rest, mask, temperature, entropy_grad)
+    }
     fn hidden_states(&self, ids: &Tensor) -> Tensor {
         self.causal_hidden(ids)
     }
@@ -267,6 +327,160 @@ pub(crate) fn causal_positions(ids: &Tensor, device: Device) -> Tensor {
     Tensor::arange(t, (Kind::Int64, device))
         .unsqueeze(0)
         .expand([b, t], false)
+}
+
+/// [`PolicyModel::masked_token_logprobs`] of a decoder: the hidden states of every position,
+/// then [`masked_head`].
+fn masked_logprobs<M: CachedDecoder>(
+    model: &M,
+    ids: &Tensor,
+    mask: &Tensor,
+    temperature: f64,
+    entropy_grad: bool,
+) -> (Tensor, Tensor) {
+    let t = ids.size().get(1).copied().unwrap_or(2);
+    let hidden = model.causal_hidden(&ids.narrow(1, 0, t - 1));
+    masked_head(
+        model,
+        &hidden,
+        &ids.narrow(1, 1, t - 1),
+        mask,
+        temperature,
+        entropy_grad,
+    )
+}
+
+/// [`PolicyModel::prefixed_token_logprobs`] of a decoder: the prefix once, its keys and values
+/// then shared (broadcast, so their gradients add up) by every row's rest, which attends to
+/// all of the prefix and causally to itself at positions `L..L+R`; then [`masked_head`].
+fn prefixed_logprobs<M: CachedDecoder>(
+    model: &M,
+    prefix: &Tensor,
+    rest: &Tensor,
+    mask: &Tensor,
+    temperature: f64,
+    entropy_grad: bool,
+) -> (Tensor, Tensor) {
+    let device = CachedDecoder::device(model);
+    let l = prefix.size().get(1).copied().unwrap_or(0);
+    let (b, r) = rest.size2().unwrap_or((1, 2));
+    let mut kv = SharedPrefixKv::default();
+    let _ = model.hidden(
+        prefix,
+        &causal_positions(prefix, device),
+        None,
+        Some(&mut kv),
+    );
+    kv.rows = Some(b);
+    let positions = causal_positions(rest, device) + l;
+    let causal = Tensor::ones([r, r], (Kind::Float, device)).triu(1) * MASKED;
+    let bias = Tensor::cat(&[Tensor::zeros([r, l], (Kind::Float, device)), causal], 1)
+        .view([1, 1, r, l + r])
+        .expand([b, 1, r, l + r], false);
+    let hidden = model.hidden(rest, &positions, Some(&bias), Some(&mut kv));
+    masked_head(
+        model,
+        &hidden.narrow(1, 0, r - 1),
+        &rest.narrow(1, 1, r - 1),
+        mask,
+        temperature,
+        entropy_grad,
+    )
+}
+
+/// The keys and values of [`prefixed_logprobs`]: the prefix's, kept as they come (one row),
+/// then prepended to the rest's, expanded to its `rows`.
+#[derive(Default)]
+struct SharedPrefixKv {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+    /// Rows of the rest; `None` while the prefix runs.
+    rows: Option<i64>,
+}
+
+impl KvStore for SharedPrefixKv {
+    fn extend(&mut self, layer: usize, k: Tensor, v: Tensor) -> (Tensor, Tensor) {
+        if self.layers.len() <= layer {
+            self.layers.resize_with(layer + 1, || None);
+        }
+        match (self.rows, &self.layers[layer]) {
+            (Some(rows), Some((pk, pv))) => {
+                let expand = |t: &Tensor| {
+                    let mut size = t.size();
+                    size[0] = rows;
+                    t.expand(size.as_slice(), false)
+                };
+                (
+                    Tensor::cat(&[expand(pk), k], 2),
+                    Tensor::cat(&[expand(pv), v], 2),
+                )
+            }
+            _ => {
+                self.layers[layer] = Some((k.shallow_clone(), v.shallow_clone()));
+                (k, v)
+            }
+        }
+    }
+}
+
+/// Logits the vocabulary head makes at once in [`masked_head`]: chunks of positions keep the
+/// transient f32 logits, softmax and entropy terms near 64 MiB each.
+const HEAD_CHUNK_LOGITS: i64 = 16 << 20;
+
+/// Log-probabilities of `targets` `[B, S]` and entropies from hidden states `[B, S, D]`,
+/// where `mask` `[B, S]` is non-zero (0 elsewhere): only those positions go through the
+/// vocabulary head, log-softmax and entropy, a chunk at a time; the results are scattered back.
+fn masked_head<M: CachedDecoder>(
+    model: &M,
+    hidden: &Tensor,
+    targets: &Tensor,
+    mask: &Tensor,
+    temperature: f64,
+    entropy_grad: bool,
+) -> (Tensor, Tensor) {
+    let (b, s) = targets.size2().unwrap_or((1, 1));
+    let device = CachedDecoder::device(model);
+    let d = hidden.size().last().copied().unwrap_or(1);
+    let index = mask.reshape([-1]).gt(0.0).nonzero().reshape([-1]);
+    let picked = hidden.reshape([-1, d]).index_select(0, &index);
+    let targets = targets.reshape([-1]).index_select(0, &index).unsqueeze(-1);
+    let positions = index.size().first().copied().unwrap_or(0);
+    let vocab = CachedDecoder::vocab_size(model).max(1) as i64;
+    let chunk = (HEAD_CHUNK_LOGITS / vocab).max(1);
+    let (mut chosen, mut entropies) = (Vec::new(), Vec::new());
+    let mut start = 0;
+    while start < positions {
+        let len = chunk.min(positions - start);
+        let logits = model
+            .head(&picked.narrow(0, start, len).unsqueeze(0))
+            .squeeze_dim(0);
+        let logits = if temperature > 0.0 && temperature != 1.0 {
+            logits / temperature
+        } else {
+            logits
+        };
+        let logp = logits.log_softmax(-1, Kind::Float);
+        chosen.push(
+            logp.gather(-1, &targets.narrow(0, start, len), false)
+                .squeeze_dim(-1),
+        );
+        let entropy = |logp: &Tensor| -(logp.exp() * logp).sum_dim_intlist(-1, false, Kind::Float);
+        entropies.push(if entropy_grad {
+            entropy(&logp)
+        } else {
+            tch::no_grad(|| entropy(&logp.detach()))
+        });
+        start += len;
+    }
+    let scatter = |parts: &[Tensor]| {
+        let zeros = Tensor::zeros([b * s], (Kind::Float, device));
+        match parts.is_empty() {
+            true => zeros.view([b, s]),
+            false => zeros
+                .index_add(0, &index, &Tensor::cat(parts, 0))
+                .view([b, s]),
+        }
+    };
+    (scatter(&chosen), scatter(&entropies))
 }
 
 /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given `logits` `[B, T-1, V]` computed over
@@ -543,6 +757,25 @@ impl PolicyModel for Box<dyn PolicyModel> {
     }
     fn token_logprobs(&self, ids: &Tensor, temperature: f64) -> (Tensor, Tensor) {
         (**self).token_logprobs(ids, temperature)
+    }
+    fn masked_token_logprobs(
+        &self,
+        ids: &Tensor,
+        mask: &Tensor,
+        temperature: f64,
+        entropy_grad: bool,
+    ) -> (Tensor, Tensor) {
+        (**self).masked_token_logprobs(ids, mask, temperature, entropy_grad)
+    }
+    fn prefixed_token_logprobs(
+        &self,
+        prefix: &Tensor,
+        rest: &Tensor,
+        mask: &Tensor,
+        temperature: f64,
+        entropy_grad: bool,
+    ) -> (Tensor, Tensor) {
+        (**self).prefixed_token_logprobs(prefix, rest, mask, temperature, entropy_grad)
     }
     fn hidden_states(&self, ids: &Tensor) -> Tensor {
         (**self).hidden_states(ids)

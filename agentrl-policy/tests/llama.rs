@@ -474,3 +474,98 @@ fn qwen3_q_and_k_norms_are_loaded_and_used() {
         .to_string();
     assert!(e.contains(q_norm), "{e}");
 }
+
+#[test]
+fn masked_logprobs_equal_the_full_ones_on_the_mask_with_the_same_gradients() {
+    let (vs, m, _) = tiny(9, true, "llama");
+    let ids = ids();
+    // Rows of six next-token positions; the second row's last two are padding.
+    let mask = Tensor::from_slice(&[0f32, 0., 1., 1., 1., 1., 0., 1., 1., 0., 0., 0.]).view([2, 6]);
+    for (temperature, entropy_grad) in [(1.0, false), (0.7, true)] {
+        let (full_lp, full_ent) = m.token_logprobs(&ids, temperature);
+        let (lp, ent) = m.masked_token_logprobs(&ids, &mask, temperature, entropy_grad);
+        assert!(max_diff(&(&full_lp * &mask), &lp) < 1e-6);
+        assert!(max_diff(&(&full_ent * &mask), &ent) < 1e-6);
+        assert_eq!(ent.requires_grad(), entropy_grad);
+        // The same loss through either path gives the same gradients.
+        let grads = |loss: Tensor| {
+            vs.trainable_variables().iter().for_each(|v| {
+                let mut g = v.grad();
+                if g.defined() {
+                    let _ = g.zero_();
+                }
+            });
+            loss.backward();
+            let mut all: Vec<(String, Tensor)> = vs
+                .variables()
+                .into_iter()
+                .map(|(name, v)| (name, v.grad().copy()))
+                .collect();
+            all.sort_by(|a, b| a.0.cmp(&b.0));
+            all
+        };
+        let weights = Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.25, 1.5, -0.75]).view([1, 6]);
+        let full = grads((&full_lp * &mask * &weights).sum(Kind::Float));
+        let masked = grads((&lp * &weights).sum(Kind::Float));
+        for ((name, a), (_, b)) in full.iter().zip(&masked) {
+            let scale = a.abs().max().double_value(&[]).max(1.0);
+            assert!(
+                max_diff(a, b) < 1e-5 * scale,
+                "{name}: gradients differ by {} (scale {scale})",
+                max_diff(a, b)
+            );
+        }
+    }
+    // No position on the mask: zeros, not an error.
+    let none = Tensor::zeros([2, 6], (Kind::Float, Device::Cpu));
+    let (lp, ent) = m.masked_token_logprobs(&ids, &none, 1.0, false);
+    assert_eq!(lp.abs().sum(Kind::Float).double_value(&[]), 0.0);
+    assert_eq!(ent.abs().sum(Kind::Float).double_value(&[]), 0.0);
+}
+
+#[test]
+fn a_shared_prefix_runs_once_with_the_same_logprobs_and_gradients() {
+    let (vs, m, _) = tiny(10, false, "llama");
+    // Three rows sharing the prefix [1, 5, 9, 12]; the rests are right-padded to 4 ids.
+    let prefix = Tensor::from_slice(&[1i64, 5, 9, 12]).view([1, 4]);
+    let rest = Tensor::from_slice(&[40i64, 63, 2, 7, 3, 8, 0, 0, 11, 20, 30, 0]).view([3, 4]);
+    let mask = Tensor::from_slice(&[1f32, 1., 1., 1., 0., 0., 1., 1., 0.]).view([3, 3]);
+    let full = Tensor::cat(&[prefix.expand([3, 4], false), rest.shallow_clone()], 1);
+    let full_mask = Tensor::cat(
+        &[
+            Tensor::zeros([3, 4], (Kind::Float, Device::Cpu)),
+            mask.shallow_clone(),
+        ],
+        1,
+    );
+    let weights = Tensor::from_slice(&[0.5f32, -1.0, 2.0]).view([1, 3]);
+    let grads = |loss: Tensor| {
+        for v in vs.trainable_variables() {
+            let mut g = v.grad();
+            if g.defined() {
+                let _ = g.zero_();
+            }
+        }
+        loss.backward();
+        let mut all: Vec<(String, Tensor)> = vs
+            .variables()
+            .into_iter()
+            .map(|(n, v)| (n, v.grad().copy()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    };
+    for temperature in [1.0, 0.8] {
+        let (lp_full, ent_full) = m.masked_token_logprobs(&full, &full_mask, temperature, true);
+        let (lp, ent) = m.prefixed_token_logprobs(&prefix, &rest, &mask, temperature, true);
+        assert_eq!(lp.size(), [3, 3]);
+        assert!(max_diff(&lp_full.narrow(1, 4, 3), &lp) < 1e-5);
+        assert!(max_diff(&ent_full.narrow(1, 4, 3), &ent) < 1e-5);
+        let want = grads((lp_full.narrow(1, 4, 3) * &weights).sum(Kind::Float));
+        let got = grads((&lp * &weights).sum(Kind::Float));
+        for ((name, a), (_, b)) in want.iter().zip(&got) {
+            let scale = a.abs().max().double_value(&[]).max(1.0);
+            assert!(max_diff(a, b) < 1e-5 * scale, "{name}: gradients differ");
+        }
+    }
+}

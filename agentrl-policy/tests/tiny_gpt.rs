@@ -335,3 +335,37 @@ async fn streamed_tokens_are_the_generations_tokens_in_order() {
         }
     }
 }
+
+#[test]
+fn masked_and_prefixed_logprobs_match_the_full_forward() {
+    let (vs, m) = model(11);
+    let prefix = Tensor::from_slice(&[1i64, 5, 9, 12, 3]).view([1, 5]);
+    let rest = Tensor::from_slice(&[20i64, 33, 2, 7, 8, 0, 11, 21, 30]).view([3, 3]);
+    let mask = Tensor::from_slice(&[1f32, 1., 1., 0., 0., 1.]).view([3, 2]);
+    let full = Tensor::cat(&[prefix.expand([3, 5], false), rest.shallow_clone()], 1);
+    let (lp_all, ent_all) = m.token_logprobs(&full, 0.9);
+    let (lp_all, ent_all) = (
+        lp_all.narrow(1, 5, 2) * &mask,
+        ent_all.narrow(1, 5, 2) * &mask,
+    );
+    let (lp, ent) = m.prefixed_token_logprobs(&prefix, &rest, &mask, 0.9, false);
+    let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
+    assert!(diff(&lp_all, &lp) < 1e-5 && diff(&ent_all, &ent) < 1e-5);
+    assert!(!ent.requires_grad());
+    // The gradients of a loss on the log-probs agree too.
+    let weights = Tensor::from_slice(&[1.0f32, -0.5]).view([1, 2]);
+    (lp_all * &weights).sum(Kind::Float).backward();
+    let want: Vec<Tensor> = vs
+        .trainable_variables()
+        .iter()
+        .map(|v| v.grad().copy())
+        .collect();
+    for v in vs.trainable_variables() {
+        let _ = v.grad().zero_();
+    }
+    (lp * &weights).sum(Kind::Float).backward();
+    for (a, v) in want.iter().zip(vs.trainable_variables()) {
+        let scale = a.abs().max().double_value(&[]).max(1.0);
+        assert!(diff(a, &v.grad()) < 1e-5 * scale);
+    }
+}
