@@ -1,6 +1,6 @@
 //! Trajectories packed into right-padded tensors for the learner's forward passes.
 
-use agentrl_core::Trajectory;
+use agentrl_core::{TokenId, Trajectory};
 use tch::{Device, Tensor};
 
 /// Trajectories packed into right-padded tensors.
@@ -17,10 +17,16 @@ pub struct PackedBatch {
 
 /// Packs trajectories (right padding with id 0, masked out).
 pub fn pack(trajectories: &[&Trajectory], device: Device) -> PackedBatch {
+    pack_tail(trajectories, 0, device)
+}
+
+/// Packs the trajectories' ids from position `skip` on (their first `skip` ids are left out,
+/// e.g. a prefix they share): row `i` holds `ids[skip..]` of trajectory `i`, right-padded.
+fn pack_tail(trajectories: &[&Trajectory], skip: usize, device: Device) -> PackedBatch {
     let b = trajectories.len();
     let t = trajectories
         .iter()
-        .map(|x| x.num_tokens())
+        .map(|x| x.num_tokens().saturating_sub(skip))
         .max()
         .unwrap_or(2)
         .max(2);
@@ -29,9 +35,12 @@ pub fn pack(trajectories: &[&Trajectory], device: Device) -> PackedBatch {
     let mut old = vec![0f32; b * (t - 1)];
     let mut tokens = 0;
     for (row, traj) in trajectories.iter().enumerate() {
-        let tok = traj.token_ids();
+        let all = traj.token_ids();
+        let tok = all.get(skip..).unwrap_or(&[]);
         let m = traj.loss_mask();
+        let m = m.get(skip..).unwrap_or(&[]);
         let lp = traj.sampling_logprobs();
+        let lp = lp.get(skip..).unwrap_or(&[]);
         for (j, &id) in tok.iter().enumerate() {
             ids[row * t + j] = id as i64;
         }
@@ -57,16 +66,183 @@ pub fn pack_chunks(
     rows: usize,
     device: Device,
 ) -> Vec<(usize, PackedBatch)> {
-    let rows = if rows == 0 {
-        trajectories.len().max(1)
-    } else {
-        rows
+    pack_chunks_within(trajectories, rows, 0, device)
+}
+
+/// [`pack_chunks`] where a micro-batch also stays within `max_padded_tokens` (rows × longest
+/// row; 0: no bound): consecutive trajectories, in order, each micro-batch as long as the next
+/// one fits (a trajectory longer than the bound gets a micro-batch of its own). This bounds the
+/// activations an update keeps for its backward pass.
+pub fn pack_chunks_within(
+    trajectories: &[&Trajectory],
+    rows: usize,
+    max_padded_tokens: usize,
+    device: Device,
+) -> Vec<(usize, PackedBatch)> {
+    let max_rows = if rows == 0 { usize::MAX } else { rows };
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < trajectories.len() {
+        let mut end = start + 1;
+        let mut longest = trajectories[start].num_tokens();
+        while end < trajectories.len() && end - start < max_rows {
+            let wider = longest.max(trajectories[end].num_tokens());
+            if max_padded_tokens > 0 && (end - start + 1) * wider > max_padded_tokens {
+                break;
+            }
+            longest = wider;
+            end += 1;
+        }
+        chunks.push((start, pack(&trajectories[start..end], device)));
+        start = end;
+    }
+    chunks
+}
+
+/// One forward/backward pass of a policy update.
+pub enum MicroBatch {
+    /// Whole rows.
+    Whole(PackedBatch),
+    /// Rows that all begin with the same `prefix_len` ids, none of them a policy token:
+    /// `prefix` `[1, prefix_len]` goes through the model once, and `rest` holds each row from
+    /// position `prefix_len` on (its mask and sampling logprobs cover `rest`'s own targets).
+    Shared {
+        /// The shared ids, `[1, prefix_len]`.
+        prefix: Tensor,
+        /// How many ids the rows share.
+        prefix_len: usize,
+        /// The rows without the prefix.
+        rest: PackedBatch,
+    },
+}
+
+impl MicroBatch {
+    /// The packed rows (without the prefix when shared).
+    pub fn rows(&self) -> &PackedBatch {
+        match self {
+            MicroBatch::Whole(packed) | MicroBatch::Shared { rest: packed, .. } => packed,
+        }
+    }
+
+    /// How many ids each row's packing leaves out at the front (the shared prefix).
+    pub fn offset(&self) -> usize {
+        match self {
+            MicroBatch::Whole(_) => 0,
+            MicroBatch::Shared { prefix_len, .. } => *prefix_len,
+        }
+    }
+
+    /// Log-probabilities and entropies of the rows' masked targets under `model` (see
+    /// `PolicyModel::masked_token_logprobs` and `prefixed_token_logprobs`).
+    pub fn logprobs(
+        &self,
+        model: &dyn agentrl_policy::PolicyModel,
+        temperature: f64,
+        entropy_grad: bool,
+    ) -> (Tensor, Tensor) {
+        match self {
+            MicroBatch::Whole(p) => {
+                model.masked_token_logprobs(&p.ids, &p.mask, temperature, entropy_grad)
+            }
+            MicroBatch::Shared { prefix, rest, .. } => model.prefixed_token_logprobs(
+                prefix,
+                &rest.ids,
+                &rest.mask,
+                temperature,
+                entropy_grad,
+            ),
+        }
+    }
+}
+
+/// The micro-batches of a policy update, in order, each with the index of its first
+/// trajectory: runs of at least two consecutive trajectories that share their first
+/// `min_shared` ids or more (before any policy token; a GRPO group's prompt) become
+/// [`MicroBatch::Shared`], the others are cut as [`pack_chunks_within`] does. `rows` and
+/// `max_padded_tokens` bound every micro-batch (0: no bound); `min_shared` 0 shares nothing.
+pub fn pack_update(
+    trajectories: &[&Trajectory],
+    rows: usize,
+    max_padded_tokens: usize,
+    min_shared: usize,
+    device: Device,
+) -> Vec<(usize, MicroBatch)> {
+    let whole = |from: usize, to: usize, out: &mut Vec<(usize, MicroBatch)>| {
+        for (first, packed) in
+            pack_chunks_within(&trajectories[from..to], rows, max_padded_tokens, device)
+        {
+            out.push((from + first, MicroBatch::Whole(packed)));
+        }
     };
-    trajectories
-        .chunks(rows)
-        .enumerate()
-        .map(|(i, c)| (i * rows, pack(c, device)))
-        .collect()
+    if min_shared == 0 {
+        let mut out = Vec::new();
+        whole(0, trajectories.len(), &mut out);
+        return out;
+    }
+    let ids: Vec<Vec<TokenId>> = trajectories.iter().map(|t| t.token_ids()).collect();
+    // The most ids each row may share: those before its first policy token, less one (the
+    // id before a policy token must be scored by the row's own rest).
+    let limit: Vec<usize> = trajectories
+        .iter()
+        .map(|t| {
+            let mask = t.loss_mask();
+            mask.iter()
+                .position(|&m| m > 0.0)
+                .unwrap_or(mask.len())
+                .saturating_sub(1)
+        })
+        .collect();
+    let max_rows = if rows == 0 { usize::MAX } else { rows };
+    let mut out = Vec::new();
+    let (mut pending, mut i) = (0, 0);
+    while i < trajectories.len() {
+        let mut shared = limit[i];
+        let mut end = i + 1;
+        while end < trajectories.len() && end - i < max_rows {
+            let common = ids[i]
+                .iter()
+                .zip(&ids[end])
+                .take_while(|(a, b)| a == b)
+                .count();
+            let candidate = shared.min(common).min(limit[end]);
+            let longest_rest = (i..=end)
+                .map(|r| ids[r].len().saturating_sub(candidate))
+                .max()
+                .unwrap_or(0);
+            // A shorter prefix for one more row must not save fewer positions than the run
+            // saves now (a system prompt shared by every group is not worth splitting the
+            // groups' longer prompts for).
+            let saved_now = (end - i - 1) * shared;
+            if candidate < min_shared
+                || (end - i) * candidate < saved_now
+                || (max_padded_tokens > 0 && (end - i + 1) * longest_rest > max_padded_tokens)
+            {
+                break;
+            }
+            shared = candidate;
+            end += 1;
+        }
+        if end - i >= 2 {
+            whole(pending, i, &mut out);
+            let prefix: Vec<i64> = ids[i][..shared].iter().map(|&id| id as i64).collect();
+            out.push((
+                i,
+                MicroBatch::Shared {
+                    prefix: Tensor::from_slice(&prefix)
+                        .view([1, shared as i64])
+                        .to(device),
+                    prefix_len: shared,
+                    rest: pack_tail(&trajectories[i..end], shared, device),
+                },
+            ));
+            i = end;
+            pending = end;
+        } else {
+            i += 1;
+        }
+    }
+    whole(pending, trajectories.len(), &mut out);
+    out
 }
 
 /// `trajectories` sorted by length and packed into micro-batches of at most `max_rows` rows
@@ -133,6 +309,12 @@ mod tests {
 
     /// A trajectory of `n` tokens: one injected id, then `n - 1` generated ones.
     fn of_length(n: usize) -> Trajectory {
+        prompted(vec![1], n - 1)
+    }
+
+    /// A trajectory of `prompt` injected, then `generated` ids 2.
+    fn prompted(prompt: Vec<u32>, generated: usize) -> Trajectory {
+        let n = prompt.len() + generated + 1;
         let task = Task {
             env_id: "e".into(),
             id: format!("t{n}"),
@@ -140,9 +322,9 @@ mod tests {
             data: serde_json::Value::Null,
         };
         let turn = Turn {
-            injected_ids: vec![1],
-            generated_ids: vec![2; n - 1],
-            logprobs: vec![0.0; n - 1],
+            injected_ids: prompt,
+            generated_ids: vec![2; generated],
+            logprobs: vec![0.0; generated],
             policy_version: 0,
             policy_name: None,
             finish: FinishReason::Stop,
@@ -187,5 +369,79 @@ mod tests {
             .map(|c| c.ids.size()[0])
             .collect();
         assert_eq!(rows, [3, 1, 1]);
+    }
+
+    #[test]
+    fn bounded_micro_batches_keep_the_order_and_the_token_budget() {
+        let all: Vec<Trajectory> = [3, 50, 4, 60, 5].into_iter().map(of_length).collect();
+        let refs: Vec<&Trajectory> = all.iter().collect();
+        let cut = |rows, tokens| -> Vec<(usize, Vec<i64>)> {
+            pack_chunks_within(&refs, rows, tokens, Device::Cpu)
+                .iter()
+                .map(|(first, p)| (*first, p.ids.size()))
+                .collect()
+        };
+        // 3 50 (100 padded) | 4 60 (120) | 5: a third row would pad past 120.
+        assert_eq!(
+            cut(0, 120),
+            [(0, vec![2, 50]), (2, vec![2, 60]), (4, vec![1, 5])]
+        );
+        // No token bound: the row limit alone, as `pack_chunks`.
+        assert_eq!(
+            cut(2, 0),
+            [(0, vec![2, 50]), (2, vec![2, 60]), (4, vec![1, 5])]
+        );
+        assert_eq!(cut(0, 0), [(0, vec![5, 60])]);
+        // A trajectory longer than the bound gets a micro-batch of its own.
+        assert_eq!(cut(0, 10).len(), 5);
+        assert!(pack_chunks_within(&[], 0, 100, Device::Cpu).is_empty());
+    }
+
+    #[test]
+    fn runs_that_share_a_prompt_become_shared_micro_batches() {
+        let p: Vec<u32> = (10..20).collect();
+        let all = [
+            prompted(vec![5, 6], 3),
+            prompted(p.clone(), 4),
+            prompted(p.clone(), 2),
+            prompted([p.clone(), vec![30]].concat(), 5),
+            prompted(vec![7; 12], 3),
+        ];
+        let refs: Vec<&Trajectory> = all.iter().collect();
+        let parts = |min, tokens| -> Vec<(usize, usize, Vec<i64>)> {
+            pack_update(&refs, 0, tokens, min, Device::Cpu)
+                .iter()
+                .map(|(first, mb)| (*first, mb.offset(), mb.rows().ids.size()))
+                .collect()
+        };
+        // Rows 1-3 share the 10 prompt ids; the last of them is scored by each row's rest,
+        // so 9 are shared. Every policy token stays in the rests: 4 + 2 + 5.
+        let shared = parts(4, 0);
+        assert_eq!(
+            shared,
+            [(0, 0, vec![1, 5]), (1, 9, vec![3, 7]), (4, 0, vec![1, 15])]
+        );
+        let update = pack_update(&refs, 0, 0, 4, Device::Cpu);
+        assert_eq!(update[1].1.rows().tokens, 11);
+        // Too short a prefix for the threshold, or off: whole rows only.
+        assert!(parts(10, 0).iter().all(|(_, offset, _)| *offset == 0));
+        assert_eq!(parts(0, 0), [(0, 0, vec![5, 16])]);
+        // A token budget of 14 fits two rests of 7, not three.
+        assert_eq!(parts(4, 14)[1], (1, 9, vec![2, 5]));
+        // Two groups whose prompts share a 4-id system prompt: each group keeps its own
+        // longer prefix rather than all four rows sharing the system prompt.
+        let system = vec![40, 41, 42, 43];
+        let groups = [
+            prompted([system.clone(), vec![1; 8]].concat(), 2),
+            prompted([system.clone(), vec![1; 8]].concat(), 3),
+            prompted([system.clone(), vec![2; 8]].concat(), 2),
+            prompted([system, vec![2; 8]].concat(), 2),
+        ];
+        let refs: Vec<&Trajectory> = groups.iter().collect();
+        let offsets: Vec<(usize, usize)> = pack_update(&refs, 0, 0, 4, Device::Cpu)
+            .iter()
+            .map(|(first, mb)| (*first, mb.offset()))
+            .collect();
+        assert_eq!(offsets, [(0, 11), (2, 11)]);
     }
 }

@@ -56,6 +56,11 @@ pub struct RunConfig {
     pub lora: Option<LoraConfig>,
 }
 
+/// `[model] shared_prefix_tokens` when absent: a GRPO group's prompt is run once.
+fn default_shared_prefix_tokens() -> usize {
+    16
+}
+
 fn default_threads() -> i32 {
     1
 }
@@ -89,6 +94,14 @@ pub struct ModelConfig {
     /// Trajectories per forward/backward pass in an update (0: the whole batch); gradients
     /// are accumulated, so this bounds memory without changing the update.
     pub micro_batch: usize,
+    /// Padded tokens (rows × longest row) per forward/backward pass of an RL update (0: no
+    /// bound); like `micro_batch`, it bounds the activations kept for backward, but follows
+    /// the episodes' lengths.
+    pub micro_batch_tokens: usize,
+    /// An RL update runs a prefix that consecutive episodes share (a GRPO group's prompt)
+    /// through the model once when it is at least this many tokens long (default 16; 0: never).
+    /// The update is the same up to float rounding, with fewer tokens to compute.
+    pub shared_prefix_tokens: usize,
 }
 
 /// The network a run trains.
@@ -174,6 +187,10 @@ struct ModelTable {
     stop: Vec<String>,
     #[serde(default)]
     micro_batch: usize,
+    #[serde(default)]
+    micro_batch_tokens: usize,
+    #[serde(default = "default_shared_prefix_tokens")]
+    shared_prefix_tokens: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     d_model: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -240,6 +257,8 @@ impl TryFrom<ModelTable> for ModelConfig {
             max_seq_len: t.max_seq_len,
             stop: t.stop,
             micro_batch: t.micro_batch,
+            micro_batch_tokens: t.micro_batch_tokens,
+            shared_prefix_tokens: t.shared_prefix_tokens,
         })
     }
 }
@@ -249,6 +268,8 @@ impl From<ModelConfig> for ModelTable {
         let mut t = ModelTable {
             stop: m.stop,
             micro_batch: m.micro_batch,
+            micro_batch_tokens: m.micro_batch_tokens,
+            shared_prefix_tokens: m.shared_prefix_tokens,
             max_seq_len: m.max_seq_len,
             ..ModelTable::default()
         };

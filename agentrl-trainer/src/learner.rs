@@ -12,8 +12,8 @@ use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
 use crate::optim::AdamW;
 
+use crate::batch::{MicroBatch, pack_by_length, pack_chunks_within, pack_update};
 pub use crate::batch::{PackedBatch, pack};
-use crate::batch::{pack_by_length, pack_chunks, trained_tokens};
 
 /// Padded tokens (rows × longest row) per micro-batch of a behaviour-cloning step.
 const SFT_PADDED_TOKENS: usize = 8192;
@@ -40,6 +40,9 @@ pub struct UpdateStats {
     pub grad_norm: f64,
     /// Trained tokens.
     pub tokens: usize,
+    /// Token positions the update did not compute, because a run of episodes shared a prefix
+    /// (a GRPO group's prompt) that went through the model once.
+    pub shared_prefix_saved: usize,
     /// True when the loss or the gradients were NaN or infinite: the step was skipped and the
     /// weights and optimiser state are as they were.
     pub skipped_non_finite: bool,
@@ -135,6 +138,8 @@ pub struct Learner {
     reference: Option<(nn::VarStore, Box<dyn PolicyModel>)>,
     device: Device,
     micro_batch: usize,
+    micro_batch_tokens: usize,
+    shared_prefix: usize,
 }
 
 impl Learner {
@@ -182,6 +187,8 @@ impl Learner {
             lr,
             reference: None,
             micro_batch: 0,
+            micro_batch_tokens: 0,
+            shared_prefix: 0,
         })
     }
 
@@ -208,6 +215,19 @@ impl Learner {
     /// accumulating gradients (0: the whole batch at once). Bounds memory for large vocabularies.
     pub fn set_micro_batch(&mut self, rows: usize) {
         self.micro_batch = rows;
+    }
+
+    /// Also bounds each policy-update pass to `tokens` padded tokens (rows × longest row; 0:
+    /// no bound), cutting the batch in order (see [`pack_chunks_within`]).
+    pub fn set_micro_batch_tokens(&mut self, tokens: usize) {
+        self.micro_batch_tokens = tokens;
+    }
+
+    /// Runs a prefix shared by consecutive trajectories of a policy update (a GRPO group's
+    /// prompt) through the model once when it is at least `min_tokens` ids long (0: never);
+    /// the update is the same, up to float rounding.
+    pub fn set_shared_prefix(&mut self, min_tokens: usize) {
+        self.shared_prefix = min_tokens;
     }
 
     /// Deep copy of the weights the rollout policy needs after an update: every variable, or
@@ -303,11 +323,21 @@ impl Learner {
         save_adapters(&self.vs, cfg, dir, base_model)
     }
 
-    /// The batch packed into micro-batches (one when `micro_batch` is 0), with the total count
+    /// The batch's micro-batches for a policy update ([`pack_update`]), with the total count
     /// of trained tokens (the loss denominator, at least 1).
-    fn packed_chunks(&self, batch: &[&Trajectory]) -> (Vec<(usize, PackedBatch)>, f64) {
-        let chunks = pack_chunks(batch, self.micro_batch, self.device);
-        let denom = trained_tokens(&chunks);
+    fn update_chunks(&self, batch: &[&Trajectory]) -> (Vec<(usize, MicroBatch)>, f64) {
+        let chunks = pack_update(
+            batch,
+            self.micro_batch,
+            self.micro_batch_tokens,
+            self.shared_prefix,
+            self.device,
+        );
+        let denom = chunks
+            .iter()
+            .map(|(_, mb)| mb.rows().tokens)
+            .sum::<usize>()
+            .max(1) as f64;
         (chunks, denom)
     }
 
@@ -382,12 +412,12 @@ impl Learner {
         advantages: Advantages<'_>,
         p: GrpoParams,
     ) -> UpdateStats {
-        let (chunks, denom) = self.packed_chunks(batch);
+        let (chunks, denom) = self.update_chunks(batch);
         let norms = Normalisers {
             tokens: denom,
             sequences: chunks
                 .iter()
-                .map(|(_, packed)| trained_sequences(&packed.mask))
+                .map(|(_, mb)| trained_sequences(&mb.rows().mask))
                 .sum::<usize>()
                 .max(1) as f64,
             norm: p.loss_agg_norm,
@@ -395,7 +425,9 @@ impl Learner {
         let (clip_low, clip_high) = p.clip_range();
         self.opt.zero_grad();
         let mut stats = UpdateStats::default();
-        for (first, packed) in &chunks {
+        for (first, micro) in &chunks {
+            let packed = micro.rows();
+            let offset = micro.offset();
             let rows = packed.ids.size()[0] as usize;
             let adv = match advantages {
                 Advantages::PerTrajectory(all) => {
@@ -407,15 +439,21 @@ impl Learner {
                         .collect();
                     Tensor::from_slice(&adv).view([-1, 1]).to(self.device)
                 }
-                Advantages::PerToken(all) => crate::batch::padded(
-                    &all[(*first).min(all.len())..(*first + rows).min(all.len())],
-                    packed.mask.size()[1],
-                    self.device,
-                ),
+                Advantages::PerToken(all) => {
+                    // A shared prefix holds no policy token: its positions are left out.
+                    let tails: Vec<Vec<f32>> = all
+                        [(*first).min(all.len())..(*first + rows).min(all.len())]
+                        .iter()
+                        .map(|row| row.get(offset..).unwrap_or(&[]).to_vec())
+                        .collect();
+                    crate::batch::padded(&tails, packed.mask.size()[1], self.device)
+                }
             };
-            let (logp, entropy) = self.model.token_logprobs(&packed.ids, p.temperature);
             let mask = &packed.mask;
-            let ratio = (&logp - &packed.old_logprobs).exp();
+            let (logp, entropy) =
+                micro.logprobs(self.model.as_ref(), p.temperature, p.entropy_coef != 0.0);
+            // Positions off the mask hold logp 0: their ratio is 1, whatever was sampled there.
+            let ratio = ((&logp - &packed.old_logprobs) * mask).exp();
             let pg = clipped_surrogate(&ratio, &adv, clip_low, clip_high, p.dual_clip);
             let mut loss = aggregate(&pg, mask, p.loss_agg, &norms);
             if p.entropy_coef != 0.0 {
@@ -426,7 +464,7 @@ impl Learner {
                 && let Some((_, reference)) = &self.reference
             {
                 let ref_logp =
-                    tch::no_grad(|| reference.token_logprobs(&packed.ids, p.temperature).0);
+                    tch::no_grad(|| micro.logprobs(reference.as_ref(), p.temperature, false).0);
                 let kl_tokens = kl_per_token(&logp, &ref_logp, p.kl_estimator);
                 let kl = aggregate(&kl_tokens, mask, p.loss_agg, &norms);
                 stats.kl += if p.loss_agg == LossAgg::TokenMean {
@@ -445,6 +483,7 @@ impl Learner {
             });
             stats.loss += loss.double_value(&[]);
             stats.tokens += packed.tokens;
+            stats.shared_prefix_saved += offset * rows.saturating_sub(1);
         }
         self.finish_step("policy", &mut stats, p.grad_clip);
         stats
@@ -465,7 +504,12 @@ impl Learner {
             return out;
         };
         tch::no_grad(|| {
-            for (first, packed) in pack_chunks(batch, self.micro_batch, self.device) {
+            for (first, packed) in pack_chunks_within(
+                batch,
+                self.micro_batch,
+                self.micro_batch_tokens,
+                self.device,
+            ) {
                 let logp = self.model.token_logprobs(&packed.ids, temperature).0;
                 let ref_logp = reference.token_logprobs(&packed.ids, temperature).0;
                 let per_row = (kl_per_token(&logp, &ref_logp, estimator) * &packed.mask)

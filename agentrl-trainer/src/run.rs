@@ -86,6 +86,8 @@ impl Run {
             }
         };
         learner.set_micro_batch(self.config.model.micro_batch);
+        learner.set_micro_batch_tokens(self.config.model.micro_batch_tokens);
+        learner.set_shared_prefix(self.config.model.shared_prefix_tokens);
         if let Some(path) = init {
             learner.load(path)?;
         }

@@ -254,9 +254,12 @@ fn aggregation_modes_at_ratio_one_by_hand() {
         (LossAgg::SeqMeanTokenSumNorm, -0.3125),
     ];
     for (loss_agg, want) in cases {
-        for micro_batch in [0, 1] {
+        // Whole batch, one row per pass, and passes bounded by padded tokens (a has 5 tokens,
+        // b 4: together 2 × 5 = 10 > 6, so two passes).
+        for (micro_batch, tokens) in [(0, 0), (1, 0), (0, 6)] {
             let mut l = seeded_learner(51, 1e-2);
             l.set_micro_batch(micro_batch);
+            l.set_micro_batch_tokens(tokens);
             let params = GrpoParams {
                 loss_agg,
                 loss_agg_norm: 4.0,
@@ -518,5 +521,48 @@ fn bad_loss_options_name_the_key() {
                 "{line}: {needle}: {err}"
             );
         }
+    }
+}
+
+#[test]
+fn a_group_prompt_shared_once_gives_the_same_update() {
+    // A group of three sharing a 6-id prompt, then a row with its own prompt.
+    let prompt = vec![1, 2, 3, 4, 5, 6];
+    let rows = [
+        traj(prompt.clone(), vec![7, 8, 9], vec![0.0; 3]),
+        traj(prompt.clone(), vec![7, 10], vec![0.0; 2]),
+        traj(
+            [prompt.clone(), vec![11]].concat(),
+            vec![12, 13, 14, 15],
+            vec![0.0; 4],
+        ),
+        traj(vec![2, 4, 6], vec![16, 17], vec![0.0; 2]),
+    ];
+    let probe = seeded_learner(53, 1e-2);
+    let rows: Vec<Trajectory> = rows
+        .iter()
+        .map(|t| with_old(&probe, t, |l, i| l - 0.05 * i as f32))
+        .collect();
+    let refs: Vec<&Trajectory> = rows.iter().collect();
+    let advantages = [1.0, -0.5, 0.25, -1.0];
+    let params = GrpoParams {
+        entropy_coef: 0.01,
+        ..GrpoParams::default()
+    };
+    let mut plain = seeded_learner(53, 1e-2);
+    let s0 = plain.grpo_step(&refs, &advantages, params);
+    let mut shared = seeded_learner(53, 1e-2);
+    shared.set_shared_prefix(4);
+    let s1 = shared.grpo_step(&refs, &advantages, params);
+    close(s1.loss, s0.loss, 1e-5);
+    close(s1.entropy, s0.entropy, 1e-5);
+    close(s1.grad_norm, s0.grad_norm, 1e-4 * s0.grad_norm.max(1.0));
+    assert_eq!(s1.tokens, s0.tokens);
+    // AdamW's first step moves each weight by about lr × sign(gradient), so a gradient that
+    // is ~0 either way may move by a different amount; anything larger than a tenth of a step
+    // would be a wrong gradient (the decoders' own tests compare gradients to 1e-5).
+    for ((name, a), (_, b)) in plain.weights().iter().zip(shared.weights().iter()) {
+        let diff = (a - b).abs().max().double_value(&[]);
+        assert!(diff < 1e-3, "{name} differs by {diff} after the step");
     }
 }
