@@ -31,6 +31,7 @@
 
 pub mod advantage;
 pub mod agent_eval;
+pub mod allocator;
 pub mod batch;
 pub mod commands;
 pub mod compare;

@@ -69,6 +69,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    agentrl_trainer::allocator::keep_freed_memory();
     let cli = Cli::parse();
     let writer = agentrl_trainer::progress::init(&cli.log);
     let logging = LogOptions::new(cli.log).with_writer(writer);
