@@ -107,6 +107,8 @@ impl GroupSource {
                 continue;
             }
             draw.drawn += 1;
+            draw.rollout_seconds += group.rollout_seconds;
+            draw.reward_seconds += group.reward_seconds;
             let mut trajectories = group.trajectories;
             if rl.overlong == OverlongMode::Penalty {
                 apply_overlong_penalty(
@@ -264,13 +266,18 @@ pub(super) fn learner_loop(
     for step in start..rl.steps {
         let version = step as u64;
         let mut draw = source.take_step(&cfg, version)?;
+        let t_update = Instant::now();
         let updated = update(&mut learner, critic.as_mut(), &mut draw.batch, &cfg, grpo)?;
+        let update_seconds = t_update.elapsed().as_secs_f64();
         let new_version = version + 1;
+        let t_publish = Instant::now();
         handle.block_on(weights.publish(&learner, new_version))?;
         let timing = StepTiming {
             step: step + 1,
             new_version,
             elapsed: last_step_end.elapsed().as_secs_f64(),
+            update_seconds,
+            publish_seconds: t_publish.elapsed().as_secs_f64(),
             staleness: draw
                 .batch
                 .iter()

@@ -60,6 +60,10 @@ struct Group {
     trajectories: Vec<Trajectory>,
     /// How often it was played again because new weights arrived (`in_flight = "cancel"`).
     restarts: Restarts,
+    /// Seconds from the group's start to its last episode's end.
+    rollout_seconds: f64,
+    /// Seconds spent scoring its episodes.
+    reward_seconds: f64,
 }
 
 impl Group {
@@ -206,4 +210,8 @@ struct StepDraw {
     restarts: Restarts,
     /// Every fresh trajectory drawn, kept or not: episodes, reward sum, successes.
     all_drawn: (usize, f64, usize),
+    /// Rollout seconds of the groups taken, summed (groups run side by side).
+    rollout_seconds: f64,
+    /// Reward seconds of the groups taken, summed.
+    reward_seconds: f64,
 }

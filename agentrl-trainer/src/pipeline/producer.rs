@@ -96,6 +96,7 @@ pub(super) async fn produce(
             // A failure (the policy or a reward function broke) stops the run with its reason:
             // a group that silently went missing would leave the learner waiting forever.
             let group = async {
+                let started = std::time::Instant::now();
                 let rolled = match &versions {
                     Some(versions) => {
                         run_group_on_current_weights(&ctx, &task, n, &params, g, versions).await
@@ -107,6 +108,8 @@ pub(super) async fn produce(
                 let (mut trajectories, restarts) = rolled.map_err(|e| {
                     Error::Trainer(format!("rollout of task {} failed: {e}", task.id))
                 })?;
+                let rollout_seconds = started.elapsed().as_secs_f64();
+                let scoring = std::time::Instant::now();
                 for t in trajectories.iter_mut() {
                     agentrl_reward::apply(reward.as_ref(), t)
                         .await
@@ -118,6 +121,8 @@ pub(super) async fn produce(
                     index: g,
                     trajectories,
                     restarts,
+                    rollout_seconds,
+                    reward_seconds: scoring.elapsed().as_secs_f64(),
                 })
             };
             let _ = tx.send(group.await).await;

@@ -15,8 +15,12 @@ pub(super) struct StepTiming {
     pub(super) step: usize,
     /// The version the step's update published.
     pub(super) new_version: u64,
-    /// Seconds since the previous step ended.
+    /// Seconds since the previous step ended (the previous checkpoint write included).
     pub(super) elapsed: f64,
+    /// Seconds of the update: forward, backward and optimiser step (the critic's too).
+    pub(super) update_seconds: f64,
+    /// Seconds publishing the new weights to the rollout policy or servers took.
+    pub(super) publish_seconds: f64,
     /// How many versions behind the step each trained trajectory's oldest counted turn is.
     pub(super) staleness: Vec<f64>,
 }
@@ -50,6 +54,7 @@ pub(super) fn step_record(
         "non_finite_skipped": u8::from(stats.skipped_non_finite),
         "trained_trajectories": update.trained,
         "trained_tokens": stats.tokens,
+        "shared_prefix_saved_tokens": stats.shared_prefix_saved,
         "tokens_per_second": generated as f64 / timing.elapsed.max(1e-9),
         "staleness_mean": staleness.iter().sum::<f64>() / staleness.len().max(1) as f64,
         "staleness_max": staleness.iter().copied().fold(0.0, f64::max),
@@ -64,6 +69,10 @@ pub(super) fn step_record(
         "episodes_restarted": draw.restarts.restarted,
         "trainer_idle_seconds": draw.idle,
         "step_seconds": timing.elapsed,
+        "update_seconds": timing.update_seconds,
+        "publish_seconds": timing.publish_seconds,
+        "rollout_seconds_per_group": draw.rollout_seconds / draw.drawn.max(1) as f64,
+        "reward_seconds": draw.reward_seconds,
         "tool_calls_per_episode": batch.iter().map(|t| t.tool_calls as f64).sum::<f64>() / n,
         "invalid_actions_per_episode": batch.iter().map(|t| t.invalid_actions() as f64).sum::<f64>() / n,
     });
