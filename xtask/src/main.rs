@@ -1,6 +1,7 @@
 //! `cargo xtask`: project automation for AgentRL (libtorch setup, tests, the demo, benchmarks,
 //! the feature-combination and import-circle checks).
 
+mod async_io;
 mod chaos;
 mod cycles;
 mod features;
@@ -8,6 +9,7 @@ mod fuzz;
 mod libtorch;
 mod manifest;
 mod parity;
+mod procs;
 mod soak;
 mod venv;
 mod vs_trl;
@@ -51,6 +53,12 @@ commands:
                         a tiny random Llama; checks the sides' log-probs agree first; prints
                         s/step, tokens/s, peak memory and the FLOP-bound share per side, and
                         TRL/agentrl; a venv .venv-trl (~5 GB once); target/vs-trl/results.json
+  bench --async-io [--delay-ms N] [--steps N] [--staleness N] [--rounds N] [--threads N]
+                        the async pipeline against the sync one on arith-calc served by an env
+                        server that answers every step N ms late (default 300; 0: the env in
+                        process), torch_threads N (default 2): episodes/s, s/step and learner
+                        idle share per run, async/sync per round (default 2 rounds of 12
+                        steps, staleness 2); target/async-io/results.json
   parity                setup, a venv with torch + transformers (.venv-parity, ~4.9 GB once),
                         then the logits-parity tests of the Llama-family decoder (fp32 < 1e-4;
                         bf16 error at most twice transformers' own)
@@ -363,6 +371,13 @@ fn cmd_bench(args: &[OsString]) -> Result<()> {
         let exe = build_agentrl(&root)?;
         let work = target_dir(&root).join("vs-trl");
         return vs_trl::cmd_vs_trl(&root, &work, &exe, rest);
+    }
+    if let Some((flag, rest)) = args.split_first()
+        && flag == "--async-io"
+    {
+        let exe = build_agentrl(&root)?;
+        let work = target_dir(&root).join("async-io");
+        return async_io::cmd_async_io(&root, &work, &exe, rest);
     }
     let libtorch = prepare_libtorch(&root)?;
     section("cargo bench --workspace");

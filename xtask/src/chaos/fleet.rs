@@ -15,11 +15,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::procs::{count_lines, free_port, log_file, wait_for, write};
 use crate::{Failure, Result, section};
 use serde_json::Value as Json;
 
@@ -232,37 +232,6 @@ fn fault_flags(args: &FleetArgs) -> Vec<String> {
     ]
 }
 
-/// Writes `text` to `path`; returns the path.
-fn write(path: &Path, text: &str) -> Result<PathBuf> {
-    fs::write(path, text)
-        .map_err(|e| Failure::new(format!("cannot write {}: {e}", path.display())))?;
-    Ok(path.to_path_buf())
-}
-
-/// `path` opened for appending (created if missing), for a child's output.
-fn log_file(path: &Path) -> Result<fs::File> {
-    fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| Failure::new(format!("cannot open {}: {e}", path.display())))
-}
-
-/// A free TCP port on 127.0.0.1 (the OS picks it; it stays free until someone binds it).
-fn free_port() -> Result<u16> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| Failure::new(format!("cannot find a free port: {e}")))
-}
-
-/// How many lines of the file at `path` contain `needle` (0 when it cannot be read).
-fn count_lines(path: &Path, needle: &str) -> usize {
-    fs::read_to_string(path)
-        .map(|text| text.lines().filter(|l| l.contains(needle)).count())
-        .unwrap_or(0)
-}
-
 /// One env server: its address, log and (while up) process.
 struct Server {
     port: u16,
@@ -405,29 +374,6 @@ impl Fleet {
 /// Whether `child` is still running.
 fn fleet_alive(child: &mut Child) -> bool {
     matches!(child.try_wait(), Ok(None))
-}
-
-/// Polls `log` until `needle` appears on `times` lines (60 s at most), failing early once
-/// `alive` says the process ended.
-fn wait_for(
-    log: &Path,
-    needle: &str,
-    times: usize,
-    mut alive: impl FnMut() -> bool,
-) -> std::result::Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if count_lines(log, needle) >= times {
-            return Ok(());
-        }
-        if !alive() {
-            return Err(format!("it exited; see {}", log.display()));
-        }
-        if Instant::now() > deadline {
-            return Err(format!("no `{needle}` within 60 s; see {}", log.display()));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// How the training run went.
