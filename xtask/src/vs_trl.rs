@@ -456,7 +456,8 @@ fn run_trl(
     // The allocator settings `agentrl` makes for itself (see agentrl-trainer's allocator.rs),
     // so that neither side pays for page clearing the other is spared.
     cmd.env("MALLOC_MMAP_MAX_", "0")
-        .env("MALLOC_TRIM_THRESHOLD_", i32::MAX.to_string());
+        .env("MALLOC_TRIM_THRESHOLD_", i32::MAX.to_string())
+        .env("MALLOC_ARENA_MAX", "1");
     let (out, peak_mib) = run_sampled(
         &mut cmd,
         &run_dir.join("stdout.log"),
