@@ -249,6 +249,50 @@ impl Learner {
         Ok((vs, model))
     }
 
+    /// A new VarStore and model for a rollout policy that reads the learner's own tensors
+    /// instead of copies where it can, saving their memory: the frozen ones (a LoRA model's
+    /// base) always, since they never change, and the trained ones too when `share_trained`
+    /// is set. Only share trained tensors with a policy that never generates while the
+    /// learner updates (the synchronous pipeline, an evaluation between steps): the
+    /// optimiser writes them in place, so such a policy sees every step at once and needs no
+    /// publishing beyond its version.
+    pub fn shared_model(
+        &self,
+        share_trained: bool,
+    ) -> Result<(nn::VarStore, Box<dyn PolicyModel>)> {
+        let vs = nn::VarStore::new(self.device);
+        let model = self.spec.build(&vs)?;
+        let sources = self.vs.variables();
+        tch::no_grad(|| {
+            for (name, mut dst) in vs.variables() {
+                let src = sources.get(&name).ok_or_else(|| {
+                    Error::Trainer(format!(
+                        "the rollout model has a tensor `{name}` the learner lacks"
+                    ))
+                })?;
+                if dst.size() != src.size() || dst.kind() != src.kind() {
+                    return Err(Error::Trainer(format!(
+                        "tensor `{name}`: the rollout model has {:?} {:?}, the learner {:?} {:?}",
+                        dst.size(),
+                        dst.kind(),
+                        src.size(),
+                        src.kind()
+                    )));
+                }
+                if share_trained || !src.requires_grad() {
+                    // The rollout's variable now points at the learner's storage; the model
+                    // built above holds handles to the same variable, so it follows.
+                    dst.f_set_data(src)
+                } else {
+                    dst.f_copy_(src)
+                }
+                .map_err(|e| Error::Trainer(format!("sharing weight `{name}`: {e}")))?;
+            }
+            Ok(())
+        })?;
+        Ok((vs, model))
+    }
+
     /// Freezes a copy of the current weights as the KL reference.
     pub fn freeze_reference(&mut self) -> Result<()> {
         let (mut vs, model) = self.clone_model()?;

@@ -95,8 +95,12 @@ impl Run {
     }
 
     /// A rollout policy serving a copy of the learner's weights.
-    pub fn rollout_policy(&self, learner: &Learner) -> Result<(TchPolicy, RolloutContext)> {
-        let policy = self.spawn_policy(learner, self.config.seed ^ 0x5A5A)?;
+    pub fn rollout_policy(
+        &self,
+        learner: &Learner,
+        share_trained: bool,
+    ) -> Result<(TchPolicy, RolloutContext)> {
+        let policy = self.spawn_policy(learner, self.config.seed ^ 0x5A5A, share_trained)?;
         let ctx = RolloutContext {
             factory: self.factory.clone(),
             policy: Arc::new(policy.clone()),
@@ -107,10 +111,11 @@ impl Run {
         Ok((policy, ctx))
     }
 
-    /// A model thread serving a copy of the learner's weights, with the `[pipeline]` engine
-    /// settings; `seed` seeds its sampling.
-    fn spawn_policy(&self, learner: &Learner, seed: u64) -> Result<TchPolicy> {
-        let (vs, model) = learner.clone_model()?;
+    /// A model thread serving the learner's weights, with the `[pipeline]` engine settings;
+    /// `seed` seeds its sampling. Frozen tensors are shared with the learner, trained ones too
+    /// when `share_trained` is set (see [`Learner::shared_model`]), the others copied.
+    fn spawn_policy(&self, learner: &Learner, seed: u64, share_trained: bool) -> Result<TchPolicy> {
+        let (vs, model) = learner.shared_model(share_trained)?;
         let format = self.format.clone();
         let pipeline = &self.config.pipeline;
         // Deterministic: one row at a time, every prompt prefilled whole (see
@@ -144,8 +149,9 @@ impl Run {
                 return Err(Error::Config(CROSS_WITH_SERVERS.into()));
             }
             cross.validate().map_err(Error::Config)?;
-            let (current, mut ctx) = self.rollout_policy(learner)?;
-            let snapshot = self.spawn_policy(learner, self.config.seed ^ 0x5A5A ^ 0x57A1E)?;
+            let (current, mut ctx) = self.rollout_policy(learner, false)?;
+            let snapshot =
+                self.spawn_policy(learner, self.config.seed ^ 0x5A5A ^ 0x57A1E, false)?;
             let policy =
                 cross_rollout_policy(&current, &snapshot, cross, self.config.seed ^ 0xC805)?;
             ctx.policy = Arc::new(policy);
@@ -153,8 +159,15 @@ impl Run {
             return Ok((WeightSync::Cross(sync), ctx));
         }
         if !pipeline.has_rollout_servers() {
-            let (policy, ctx) = self.rollout_policy(learner)?;
-            return Ok((WeightSync::Local(policy), ctx));
+            // Synchronous: the policy never generates while the learner updates, so it can
+            // read the learner's tensors, and publishing is only the version.
+            let synchronous = pipeline.max_staleness == 0;
+            let (policy, ctx) = self.rollout_policy(learner, synchronous)?;
+            let sync = match synchronous {
+                true => WeightSync::Shared(policy),
+                false => WeightSync::Local(policy),
+            };
+            return Ok((sync, ctx));
         }
         let base_model = self
             .config
@@ -295,7 +308,8 @@ impl Run {
         step: usize,
     ) -> Result<EvalReport> {
         crate::envs::check_servers(&self.config.env).await?;
-        let (_policy, ctx) = self.rollout_policy(learner)?;
+        // The learner is idle while it evaluates: the policy reads its tensors.
+        let (_policy, ctx) = self.rollout_policy(learner, true)?;
         let tasks = crate::envs::eval_tasks(&self.config.env, self.config.eval.tasks)?;
         let samples = self.config.eval.samples.max(1);
         let tasks = tasks

@@ -1,6 +1,7 @@
 //! Where the learner's weights go after every step ([`WeightSync`]): into the in-process
 //! rollout policy (and, with `[rl.cross_policy]`, its stale snapshot every `stale_every`
-//! steps), or to the `agentrl serve` processes that generate the rollouts.
+//! steps), or to the `agentrl serve` processes that generate the rollouts. A synchronous run's
+//! in-process policy reads the learner's own tensors, so nothing is copied.
 //!
 //! For servers ([`ServerPush`], in `weight_sync/push.rs`), the learner writes the new weights
 //! under the run directory (a safetensors file for the tiny GPT, a PEFT adapter directory for a
@@ -26,6 +27,10 @@ pub use push::{PushRetry, ServerPush};
 pub enum WeightSync {
     /// The in-process policy thread: weights are copied in place.
     Local(TchPolicy),
+    /// The in-process policy thread reading the learner's own tensors (the synchronous
+    /// pipeline, see `Learner::shared_model`): the update already changed its weights, so
+    /// publishing only sets the version (and drops the KV caches of the old one).
+    Shared(TchPolicy),
     /// `agentrl serve` processes: weights are written to disk and each server loads them.
     Servers(ServerPush),
     /// Cross-policy sampling: the current policy gets every version, its stale snapshot every
@@ -38,7 +43,7 @@ impl WeightSync {
     /// on `/health`).
     pub fn engine_stats(&self) -> Option<EngineStats> {
         match self {
-            WeightSync::Local(policy) => Some(policy.stats()),
+            WeightSync::Local(policy) | WeightSync::Shared(policy) => Some(policy.stats()),
             WeightSync::Servers(_) => None,
             WeightSync::Cross(sync) => Some(sync.engine_stats()),
         }
@@ -48,7 +53,7 @@ impl WeightSync {
     pub fn servers_dropped(&self) -> usize {
         match self {
             WeightSync::Servers(push) => push.dropped(),
-            WeightSync::Local(_) | WeightSync::Cross(_) => 0,
+            WeightSync::Local(_) | WeightSync::Shared(_) | WeightSync::Cross(_) => 0,
         }
     }
 
@@ -57,6 +62,7 @@ impl WeightSync {
     pub async fn publish(&self, learner: &Learner, version: u64) -> Result<()> {
         match self {
             WeightSync::Local(policy) => policy.set_weights(learner.weights(), version).await,
+            WeightSync::Shared(policy) => policy.set_weights(Vec::new(), version).await,
             WeightSync::Servers(push) => push.publish(learner, version).await,
             WeightSync::Cross(sync) => sync.publish(learner, version).await,
         }

@@ -292,3 +292,63 @@ fn a_nan_return_skips_the_critic_step() {
     assert!(!stats.skipped_non_finite, "{stats:?}");
     assert_ne!(critic.values(&[&a]).unwrap(), old, "a finite step trains");
 }
+
+#[test]
+fn a_rollout_model_sharing_the_weights_follows_the_learner_and_a_copy_does_not() {
+    let mut learner = seeded_learner(7, 1e-2);
+    // Building either model draws initial weights from libtorch's global generator.
+    let ((shared_vs, shared), (copied_vs, copied)) = {
+        let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        (
+            learner.shared_model(true).unwrap(),
+            learner.shared_model(false).unwrap(),
+        )
+    };
+    let learned = learner.var_store().variables();
+    for (name, t) in shared_vs.variables() {
+        assert_eq!(
+            t.data_ptr(),
+            learned[&name].data_ptr(),
+            "{name} is not shared"
+        );
+    }
+    for (name, t) in copied_vs.variables() {
+        assert_ne!(
+            t.data_ptr(),
+            learned[&name].data_ptr(),
+            "{name} is not a copy"
+        );
+        assert!(
+            t.equal(&learned[&name]),
+            "{name} differs from the learner's"
+        );
+    }
+    let t = traj(vec![1, 2, 3], vec![7, 8, 9, 10], vec![0.0; 4]);
+    let ids = pack(&[&t], Device::Cpu).ids;
+    let logprobs = |model: &dyn agentrl_policy::PolicyModel| {
+        tch::no_grad(|| model.token_logprobs(&ids, 1.0).0)
+    };
+    let before = logprobs(copied.as_ref());
+    assert!(logprobs(shared.as_ref()).equal(&before));
+    for _ in 0..3 {
+        learner.sft_step(&[&t], 1.0);
+    }
+    let after = policy_logprobs(&learner, &t);
+    let shared_after: Vec<f32> = {
+        let lp = logprobs(shared.as_ref()).view([-1]);
+        let mask: Vec<f32> = Vec::try_from(pack(&[&t], Device::Cpu).mask.view([-1])).unwrap();
+        Vec::<f32>::try_from(lp)
+            .unwrap()
+            .into_iter()
+            .zip(mask)
+            .filter(|(_, m)| *m == 1.0)
+            .map(|(l, _)| l)
+            .collect()
+    };
+    assert_eq!(shared_after, after, "the sharing model missed the steps");
+    assert!(logprobs(copied.as_ref()).equal(&before), "the copy moved");
+    assert!(
+        !logprobs(shared.as_ref()).equal(&before),
+        "the steps changed nothing"
+    );
+}

@@ -316,3 +316,57 @@ fn smollm2_lora_sft_reduces_the_loss() {
     assert!(last.loss < first.loss, "{} -> {}", first.loss, last.loss);
     assert_base_unchanged(&learner, &base);
 }
+
+/// Whether two tensors use the same memory.
+fn same_storage(a: &Tensor, b: &Tensor) -> bool {
+    a.data_ptr() == b.data_ptr()
+}
+
+/// Log-probabilities `model` gives to every next token of `ids`.
+fn logprobs_of(model: &dyn agentrl_policy::PolicyModel, ids: &[i64]) -> Tensor {
+    let ids = Tensor::from_slice(ids).view([1, -1]);
+    tch::no_grad(|| model.token_logprobs(&ids, 1.0).0)
+}
+
+#[tokio::test]
+async fn a_rollout_model_shares_the_frozen_base_and_copies_or_shares_the_adapters() {
+    let data = batch();
+    let refs: Vec<&Trajectory> = data.iter().collect();
+    let ids = [1i64, 2, 3, 4, 5, 6];
+    let mut learner = lora_learner(6, 1e-2);
+    let (copied_vs, copied) = learner.shared_model(false).unwrap();
+    let (shared_vs, shared) = learner.shared_model(true).unwrap();
+    let before = logprobs_of(copied.as_ref(), &ids);
+    assert!(logprobs_of(shared.as_ref(), &ids).equal(&before));
+
+    // The frozen base is the learner's memory in both; the adapters only when asked.
+    let learned = learner.var_store().variables();
+    for (vs, share_trained) in [(&copied_vs, false), (&shared_vs, true)] {
+        for (name, t) in vs.variables() {
+            let expect = share_trained || !is_adapter_name(&name);
+            assert_eq!(
+                same_storage(&t, &learned[&name]),
+                expect,
+                "{name} (share_trained {share_trained})"
+            );
+        }
+    }
+
+    for _ in 0..20 {
+        learner.sft_step(&refs, 1.0);
+    }
+    let (_vs, fresh) = learner.clone_model().unwrap();
+    let after = logprobs_of(fresh.as_ref(), &ids);
+    assert!(!after.equal(&before), "the SFT steps changed nothing");
+    // The sharing model follows the learner's steps; the copy keeps the old adapters until
+    // they are published to it.
+    assert!(logprobs_of(shared.as_ref(), &ids).equal(&after));
+    assert!(logprobs_of(copied.as_ref(), &ids).equal(&before));
+    let policy = TchPolicy::spawn(copied_vs, copied, 8, 0).unwrap();
+    policy.set_weights(learner.weights(), 1).await.unwrap();
+    let prompts = vec![vec![1u32, 2, 3], vec![4u32, 5]];
+    assert_eq!(
+        served(&policy, &prompts).await,
+        greedy(fresh.as_ref(), &prompts)
+    );
+}

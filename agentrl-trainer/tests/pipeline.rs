@@ -4,8 +4,10 @@ mod common;
 
 use agentrl_policy::checkpoint::read_latest;
 use agentrl_trainer::config::{AdvantageConfig, GaeConfig};
-use agentrl_trainer::metrics::read_metrics;
+use agentrl_trainer::metrics::{MetricsWriter, read_metrics};
+use agentrl_trainer::pipeline::{RlRun, train_rl};
 use agentrl_trainer::run::Run;
+use agentrl_trainer::weight_sync::WeightSync;
 
 async fn rl_run(max_staleness: u64) -> (tempfile::TempDir, Vec<serde_json::Value>) {
     let dir = tempfile::tempdir().unwrap();
@@ -120,9 +122,11 @@ async fn a_corrupt_or_half_written_checkpoint_is_skipped_and_later_records_are_c
     )
     .unwrap();
     let run = Run::new(cfg.clone(), dir.path()).unwrap();
-    run.rl(run.learner(cfg.rl.lr, None).unwrap(), 0)
-        .await
-        .unwrap();
+    // From SFT weights: episodes of a random model all run to the token limit with the same
+    // reward, and groups without signal train nothing.
+    let demos = run.write_demonstrations().await.unwrap();
+    let learner = run.sft(&demos).unwrap();
+    run.rl(learner, 0).await.unwrap();
     let checkpoints = dir.path().join("checkpoints");
     // Step 3's optimiser state is damaged (one byte flipped), and a step-4 checkpoint was
     // being written when the run died.
@@ -305,4 +309,78 @@ async fn ppo_with_a_critic_trains_one_rollout_per_task_and_resumes_its_critic() 
         ..GaeConfig::default()
     });
     assert!(bad.validate().unwrap_err().contains("rl.gae_lambda"));
+}
+
+/// A synchronous run's in-process policy reads the learner's own tensors, so publishing
+/// copies nothing: it must train exactly as a run whose policy gets copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synchronous_run_sharing_its_weights_trains_as_one_that_copies_them() {
+    let mut cfg = common::tiny_config(0);
+    cfg.pipeline.deterministic = true;
+    // Rewards that differ within groups, so the steps update the weights.
+    cfg.reward = toml::from_str(
+        "type = \"weighted_sum\"\n[[terms]]\nweight = 1.0\nreward = { type = \"outcome\" }\n\
+         [[terms]]\nweight = 1.0\nreward = { type = \"length_penalty\", \
+         max_generated_tokens = 0, per_token = 0.01 }\n",
+    )
+    .unwrap();
+    let init_dir = tempfile::tempdir().unwrap();
+    let init = init_dir.path().join("init.safetensors");
+
+    // The run's own path: shared tensors.
+    let shared_dir = tempfile::tempdir().unwrap();
+    let run = Run::new(cfg.clone(), shared_dir.path()).unwrap();
+    // From SFT weights, whose episodes differ in reward, so the steps do train.
+    let demos = run.write_demonstrations().await.unwrap();
+    let learner = run.sft(&demos).unwrap();
+    learner.save(&init).unwrap();
+    let start = learner.weights();
+    let (shared, summary) = run.rl(learner, 0).await.unwrap();
+    assert_eq!(summary.steps, 3);
+    assert!(
+        start
+            .iter()
+            .zip(shared.weights().iter())
+            .any(|((_, a), (_, b))| !a.equal(b)),
+        "no step trained: the comparison below would prove nothing"
+    );
+
+    // The same run with copies published after every step.
+    let copied_dir = tempfile::tempdir().unwrap();
+    let run = Run::new(cfg.clone(), copied_dir.path()).unwrap();
+    let learner = run.learner(cfg.rl.lr, Some(&init)).unwrap();
+    let (policy, ctx) = run.rollout_policy(&learner, false).unwrap();
+    let (reward, _) = agentrl_trainer::rescore::build_reward(&cfg, None).unwrap();
+    let rl = RlRun {
+        config: cfg.clone(),
+        ctx,
+        weights: WeightSync::Local(policy),
+        reward,
+        run_dir: copied_dir.path().to_path_buf(),
+        start_step: 0,
+        resume: None,
+    };
+    let metrics = MetricsWriter::open(&copied_dir.path().join("metrics.jsonl")).unwrap();
+    let (copied, _, summary) = train_rl(rl, learner, metrics).await.unwrap();
+    assert_eq!(summary.steps, 3);
+
+    let key = |dir: &std::path::Path| -> Vec<(f64, f64)> {
+        read_metrics(&dir.join("metrics.jsonl"))
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "rl_step")
+            .map(|r| {
+                (
+                    r["reward_mean"].as_f64().unwrap(),
+                    r["loss"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(key(shared_dir.path()), key(copied_dir.path()));
+    let (a, b) = (shared.weights(), copied.weights());
+    assert_eq!(a.len(), b.len());
+    for ((name, x), (_, y)) in a.iter().zip(b.iter()) {
+        assert!(x.equal(y), "{name} differs");
+    }
 }

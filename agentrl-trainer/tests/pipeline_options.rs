@@ -165,7 +165,7 @@ async fn train_with(
 ) -> (RlSummary, Vec<serde_json::Value>) {
     let run = Run::new(cfg.clone(), dir).unwrap();
     let learner = run.learner(cfg.rl.lr, None).unwrap();
-    let (policy, mut ctx) = run.rollout_policy(&learner).unwrap();
+    let (policy, mut ctx) = run.rollout_policy(&learner, false).unwrap();
     if let Some(factory) = factory {
         ctx.factory = factory;
     }

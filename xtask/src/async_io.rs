@@ -4,8 +4,8 @@
 //!
 //! `arith-calc` is served by an `agentrl env-server` whose every step is answered `--delay-ms`
 //! late (its `--chaos-delay-*` flags), as a tool behind a slow API would be. A short SFT (env in
-//! process) gives the demo's model the habit of calling the calculator, so episodes last
-//! several turns. Then the same RL run, from the same SFT weights, is made synchronous
+//! process) gives a small GPT the habit of calling the calculator, so episodes last several
+//! turns. Then the same RL run, from the same SFT weights, is made synchronous
 //! (`max_staleness = 0`: roll out a step's groups, then train, then roll out again) and
 //! asynchronous (`max_staleness = --staleness`: the groups of the next steps are rolled out
 //! while the learner trains), alternately for `--rounds` rounds. From each run's
@@ -52,9 +52,9 @@ struct Options {
 /// Reads `--delay-ms N`, `--steps N`, `--staleness N`, `--rounds N` and `--threads N`.
 fn parse(args: &[OsString]) -> Result<Options> {
     let mut options = Options {
-        delay_ms: 300,
+        delay_ms: 500,
         steps: 12,
-        staleness: 2,
+        staleness: 4,
         rounds: 2,
         threads: 2,
     };
@@ -237,7 +237,9 @@ fn measure(metrics: &Path, mode: &'static str, round: u64) -> Result<RunFigures>
     let field = |r: &Json, key: &str| r.get(key).and_then(Json::as_f64).unwrap_or(0.0);
     let sum = |key: &str| counted.iter().map(|r| field(r, key)).sum::<f64>();
     let seconds = sum("step_seconds").max(1e-9);
-    let episodes = sum("trained_trajectories");
+    // Every episode the step's groups rolled out, trained on or not (a group whose rewards
+    // are all equal carries no signal and is not trained on).
+    let episodes = sum("groups_drawn") * GROUP_SIZE as f64;
     let n = counted.len() as f64;
     Ok(RunFigures {
         mode,
@@ -357,8 +359,10 @@ impl EnvServer {
     }
 }
 
-/// The run config: the demo's model and RL settings on `server` (in process when `None`),
-/// with `max_staleness` as given.
+/// The run config on `server` (in process when `None`) with `max_staleness` as given: the
+/// demo's RL settings, and its tiny GPT made wider and deeper (d_model 256, 4 layers; about
+/// 3.2 M weights) so that an update costs about as much as a step's generation, as it does
+/// for a real LLM (with the demo's 0.3 M weights the learner's step is start-up overhead).
 fn config_text(options: &Options, server: Option<&str>, max_staleness: u64) -> String {
     let env = match server {
         None => format!("[env]\nid = \"{ENV}\"\n"),
@@ -371,9 +375,9 @@ torch_threads = {threads}
 
 {env}
 [model]
-d_model = 96
-n_layers = 3
-n_heads = 4
+d_model = 256
+n_layers = 4
+n_heads = 8
 max_seq_len = 160
 ffn_mult = 4
 

@@ -55,10 +55,10 @@ commands:
                         TRL/agentrl; a venv .venv-trl (~5 GB once); target/vs-trl/results.json
   bench --async-io [--delay-ms N] [--steps N] [--staleness N] [--rounds N] [--threads N]
                         the async pipeline against the sync one on arith-calc served by an env
-                        server that answers every step N ms late (default 300; 0: the env in
+                        server that answers every step N ms late (default 500; 0: the env in
                         process), torch_threads N (default 2): episodes/s, s/step and learner
                         idle share per run, async/sync per round (default 2 rounds of 12
-                        steps, staleness 2); target/async-io/results.json
+                        steps, staleness 4); target/async-io/results.json
   parity                setup, a venv with torch + transformers (.venv-parity, ~4.9 GB once),
                         then the logits-parity tests of the Llama-family decoder (fp32 < 1e-4;
                         bf16 error at most twice transformers' own)
