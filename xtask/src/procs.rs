@@ -61,4 +61,3 @@ pub fn wait_for(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
-
