@@ -19,7 +19,8 @@
 //! second, peak resident memory (the process's `VmHWM`), and the share of the FLOP bound
 //! (2·N per generated token + 6·N per trained token against a 2048² matmul peak measured in
 //! the same run); then TRL's seconds over ours, per round. Everything also goes to
-//! `target/vs-trl/results.json`.
+//! `target/vs-trl/results.json`. With `--curve N` it runs only `agentrl`'s side on SmolLM2,
+//! N steps in f32 and N in bf16, and prints the two reward curves (`target/vs-trl/curve.json`).
 
 use std::ffi::OsString;
 use std::fs;
@@ -100,16 +101,19 @@ struct Options {
     steps: usize,
     models: Vec<Model>,
     bf16: bool,
+    /// Steps of the bf16-against-f32 reward curves (`--curve N`; 0: the timing comparison).
+    curve: usize,
 }
 
 fn parse(args: &[OsString]) -> Result<Options> {
     let usage = "usage: cargo xtask bench --vs-trl [--rounds N] [--steps N] \
-                 [--model smollm2|tiny]... [--bf16]";
+                 [--model smollm2|tiny]... [--bf16] | --curve N";
     let mut options = Options {
         rounds: 2,
         steps: 3,
         models: Vec::new(),
         bf16: false,
+        curve: 0,
     };
     let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
     while let Some(arg) = it.next() {
@@ -125,6 +129,7 @@ fn parse(args: &[OsString]) -> Result<Options> {
             "--rounds" => options.rounds = number("--rounds", 1)?,
             "--steps" => options.steps = number("--steps", 2)?,
             "--bf16" => options.bf16 = true,
+            "--curve" => options.curve = number("--curve", 2)?,
             "--model" => match it.next().as_deref() {
                 Some("smollm2") => options.models.push(Model::SmolLM2),
                 Some("tiny") => options.models.push(Model::Tiny),
@@ -212,6 +217,15 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
         python_json(&mut prepare, &work.join("prepare.log"))?;
     }
     println!("models in {}", models.display());
+    if options.curve > 0 {
+        return bf16_curve(
+            root,
+            exe,
+            &models.join(Model::SmolLM2.folder()),
+            work,
+            options.curve,
+        );
+    }
 
     section("vs-trl: matmul peak (2048², libtorch via torch)");
     let mut peak = Command::new(&python);
@@ -276,6 +290,70 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
     fs::write(&out, format!("{text:#}\n"))
         .map_err(|e| Failure::new(format!("writing {}: {e}", out.display())))?;
     println!("\nresults: {}", out.display());
+    Ok(())
+}
+
+/// `--curve N`: the job's `agentrl` side alone on SmolLM2 for `steps` steps, in f32 and in
+/// bf16 (fp32 master weights and optimiser state), from the same weights and seed; prints the
+/// two reward curves side by side and writes them to `curve.json`. The sides sample different
+/// tokens once their logits differ in the last bits, so the curves agree in trend, not step
+/// by step.
+fn bf16_curve(root: &Path, exe: &Path, dir: &Path, work: &Path, steps: usize) -> Result<()> {
+    let mut curves = Vec::new();
+    for dtype in ["f32", "bf16"] {
+        section(&format!(
+            "vs-trl: reward curve, SmolLM2 {dtype}, {steps} steps"
+        ));
+        let run = run_ours(root, exe, dir, work, Model::SmolLM2, 0, steps, dtype)?;
+        println!("agentrl {dtype}: {:.2} s/step", run.median_seconds());
+        let metrics = work
+            .join("runs")
+            .join(format!("agentrl-{}-{dtype}-0", Model::SmolLM2.name()))
+            .join("run")
+            .join("metrics.jsonl");
+        let text = fs::read_to_string(&metrics)
+            .map_err(|e| Failure::new(format!("reading {}: {e}", metrics.display())))?;
+        let rewards: Vec<f64> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["kind"] == "rl_step")
+            .map(|r| r["reward_mean"].as_f64().unwrap_or(f64::NAN))
+            .collect();
+        curves.push(rewards);
+    }
+    let (f32_curve, bf16_curve) = (&curves[0], &curves[1]);
+    println!("\nstep  reward f32  reward bf16");
+    for (i, (a, b)) in f32_curve.iter().zip(bf16_curve).enumerate() {
+        println!("{:>4}  {a:>10.3}  {b:>11.3}", i + 1);
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let half = steps / 2;
+    let summary = json!({
+        "steps": steps,
+        "reward_f32": f32_curve,
+        "reward_bf16": bf16_curve,
+        "first_half_mean": {"f32": mean(&f32_curve[..half]), "bf16": mean(&bf16_curve[..half])},
+        "second_half_mean": {"f32": mean(&f32_curve[half..]), "bf16": mean(&bf16_curve[half..])},
+    });
+    println!(
+        "mean reward, first and second half: f32 {:.3} -> {:.3}, bf16 {:.3} -> {:.3}",
+        summary["first_half_mean"]["f32"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        summary["second_half_mean"]["f32"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        summary["first_half_mean"]["bf16"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+        summary["second_half_mean"]["bf16"]
+            .as_f64()
+            .unwrap_or(f64::NAN),
+    );
+    let out = work.join("curve.json");
+    fs::write(&out, format!("{summary:#}\n"))
+        .map_err(|e| Failure::new(format!("writing {}: {e}", out.display())))?;
+    println!("\ncurves: {}", out.display());
     Ok(())
 }
 
