@@ -53,10 +53,10 @@ commands:
                         a tiny random Llama; checks the sides' log-probs agree first; prints
                         s/step, tokens/s, peak memory and the FLOP-bound share per side, and
                         TRL/agentrl; a venv .venv-trl (~5 GB once); target/vs-trl/results.json
-  bench --vs-trl --curve N
+  bench --vs-trl --curve N [--lr X]
                         the same job's agentrl side alone on SmolLM2, N steps in f32 and N in
-                        bf16 (fp32 master weights), printing both reward curves;
-                        target/vs-trl/curve.json
+                        bf16 (fp32 master weights) at learning rate X (default the job's 1e-6),
+                        printing both reward curves; target/vs-trl/curve.json
   bench --async-io [--delay-ms N] [--steps N] [--staleness N] [--rounds N] [--threads N]
                         the async pipeline against the sync one on arith-calc served by an env
                         server that answers every step N ms late (default 500; 0: the env in

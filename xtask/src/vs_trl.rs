@@ -103,17 +103,20 @@ struct Options {
     bf16: bool,
     /// Steps of the bf16-against-f32 reward curves (`--curve N`; 0: the timing comparison).
     curve: usize,
+    /// Learning rate of the curves (`--lr X`; the job's 1e-6 by default).
+    lr: f64,
 }
 
 fn parse(args: &[OsString]) -> Result<Options> {
     let usage = "usage: cargo xtask bench --vs-trl [--rounds N] [--steps N] \
-                 [--model smollm2|tiny]... [--bf16] | --curve N";
+                 [--model smollm2|tiny]... [--bf16] | --curve N [--lr X]";
     let mut options = Options {
         rounds: 2,
         steps: 3,
         models: Vec::new(),
         bf16: false,
         curve: 0,
+        lr: JOB.lr,
     };
     let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
     while let Some(arg) = it.next() {
@@ -130,6 +133,15 @@ fn parse(args: &[OsString]) -> Result<Options> {
             "--steps" => options.steps = number("--steps", 2)?,
             "--bf16" => options.bf16 = true,
             "--curve" => options.curve = number("--curve", 2)?,
+            "--lr" => {
+                options.lr = it
+                    .next()
+                    .and_then(|x| x.parse::<f64>().ok())
+                    .filter(|x| x.is_finite() && *x > 0.0)
+                    .ok_or_else(|| {
+                        Failure::new(format!("--lr takes a positive number; {usage}"))
+                    })?;
+            }
             "--model" => match it.next().as_deref() {
                 Some("smollm2") => options.models.push(Model::SmolLM2),
                 Some("tiny") => options.models.push(Model::Tiny),
@@ -218,13 +230,8 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
     }
     println!("models in {}", models.display());
     if options.curve > 0 {
-        return bf16_curve(
-            root,
-            exe,
-            &models.join(Model::SmolLM2.folder()),
-            work,
-            options.curve,
-        );
+        let dir = models.join(Model::SmolLM2.folder());
+        return bf16_curve(root, exe, &dir, work, options.curve, options.lr);
     }
 
     section("vs-trl: matmul peak (2048², libtorch via torch)");
@@ -253,7 +260,17 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
             ));
             let trl = run_trl(&python, &script, &dir, work, model, round, options.steps)?;
             println!("TRL      {:.2} s/step", trl.median_seconds());
-            let ours = run_ours(root, exe, &dir, work, model, round, options.steps, "f32")?;
+            let ours = run_ours(
+                root,
+                exe,
+                &dir,
+                work,
+                model,
+                round,
+                options.steps,
+                "f32",
+                JOB.lr,
+            )?;
             println!("agentrl  {:.2} s/step", ours.median_seconds());
             let mut record = json!({
                 "round": round,
@@ -262,7 +279,17 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
                 "trl_over_agentrl_f32": trl.median_seconds() / ours.median_seconds(),
             });
             if options.bf16 {
-                let bf16 = run_ours(root, exe, &dir, work, model, round, options.steps, "bf16")?;
+                let bf16 = run_ours(
+                    root,
+                    exe,
+                    &dir,
+                    work,
+                    model,
+                    round,
+                    options.steps,
+                    "bf16",
+                    JOB.lr,
+                )?;
                 println!("agentrl bf16 {:.2} s/step", bf16.median_seconds());
                 record["agentrl_bf16"] = bf16.report(params, peak_bf16);
                 record["trl_f32_over_agentrl_bf16"] =
@@ -298,13 +325,20 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
 /// two reward curves side by side and writes them to `curve.json`. The sides sample different
 /// tokens once their logits differ in the last bits, so the curves agree in trend, not step
 /// by step.
-fn bf16_curve(root: &Path, exe: &Path, dir: &Path, work: &Path, steps: usize) -> Result<()> {
+fn bf16_curve(
+    root: &Path,
+    exe: &Path,
+    dir: &Path,
+    work: &Path,
+    steps: usize,
+    lr: f64,
+) -> Result<()> {
     let mut curves = Vec::new();
     for dtype in ["f32", "bf16"] {
         section(&format!(
             "vs-trl: reward curve, SmolLM2 {dtype}, {steps} steps"
         ));
-        let run = run_ours(root, exe, dir, work, Model::SmolLM2, 0, steps, dtype)?;
+        let run = run_ours(root, exe, dir, work, Model::SmolLM2, 0, steps, dtype, lr)?;
         println!("agentrl {dtype}: {:.2} s/step", run.median_seconds());
         let metrics = work
             .join("runs")
@@ -330,6 +364,7 @@ fn bf16_curve(root: &Path, exe: &Path, dir: &Path, work: &Path, steps: usize) ->
     let half = steps / 2;
     let summary = json!({
         "steps": steps,
+        "lr": lr,
         "reward_f32": f32_curve,
         "reward_bf16": bf16_curve,
         "first_half_mean": {"f32": mean(&f32_curve[..half]), "bf16": mean(&bf16_curve[..half])},
@@ -572,6 +607,7 @@ fn run_ours(
     round: usize,
     steps: usize,
     dtype: &str,
+    lr: f64,
 ) -> Result<SideRun> {
     let run_dir = work
         .join("runs")
@@ -580,7 +616,7 @@ fn run_ours(
     fs::create_dir_all(&run_dir)
         .map_err(|e| Failure::new(format!("creating {}: {e}", run_dir.display())))?;
     let config = run_dir.join("job.toml");
-    fs::write(&config, agentrl_config(dir, steps, dtype))
+    fs::write(&config, agentrl_config(dir, steps, dtype, lr))
         .map_err(|e| Failure::new(format!("writing {}: {e}", config.display())))?;
     let mut cmd = Command::new(exe);
     cmd.current_dir(root)
@@ -630,7 +666,7 @@ fn run_ours(
 }
 
 /// The run config of `agentrl train` for the job.
-fn agentrl_config(model_dir: &Path, steps: usize, dtype: &str) -> String {
+fn agentrl_config(model_dir: &Path, steps: usize, dtype: &str, lr: f64) -> String {
     let batch = JOB.prompts_per_step * JOB.group_size;
     format!(
         r#"# Written by `cargo xtask bench --vs-trl`: the job TRL runs, for agentrl.
@@ -687,7 +723,7 @@ reward = {{ type = "length", unit = "chars", budget = 0, per_unit = {per_char} }
         model = model_dir.display(),
         prompts = JOB.prompts_per_step,
         group = JOB.group_size,
-        lr = JOB.lr,
+        lr = lr,
         clip = JOB.grad_clip,
         temperature = JOB.temperature,
         tokens = JOB.max_new_tokens,
@@ -850,7 +886,20 @@ mod tests {
             .collect();
         let o = parse(&args).expect("valid");
         assert!(o.models == vec![Model::Tiny] && o.steps == 4 && o.bf16);
-        for bad in [&["--steps", "1"][..], &["--model", "gpt5"], &["--what"]] {
+        let args: Vec<OsString> = ["--curve", "20", "--lr", "1e-5"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let o = parse(&args).expect("valid");
+        assert!(o.curve == 20 && o.lr == 1e-5);
+        for bad in [
+            &["--steps", "1"][..],
+            &["--model", "gpt5"],
+            &["--what"],
+            &["--curve", "1"],
+            &["--lr", "0"],
+            &["--lr", "NaN"],
+        ] {
             let args: Vec<OsString> = bad.iter().map(OsString::from).collect();
             assert!(parse(&args).is_err(), "{bad:?} was accepted");
         }
@@ -858,7 +907,7 @@ mod tests {
 
     #[test]
     fn the_agentrl_config_is_the_job() {
-        let text = agentrl_config(Path::new("m"), 3, "bf16");
+        let text = agentrl_config(Path::new("m"), 3, "bf16", JOB.lr);
         for needle in [
             "tasks_per_step = 4",
             "group_size = 8",
