@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use serde_json::{Value as Json, json};
 
-use crate::procs::{free_port, log_file, wait_for, write};
+use crate::procs::{free_port, log_file, rl_step_records, wait_for, write};
 use crate::{Failure, Result, section};
 
 /// The env the bench plays.
@@ -214,19 +214,7 @@ fn run_rounds(
 
 /// The figures of one run from its `rl_step` records, the first step left out.
 fn measure(metrics: &Path, mode: &'static str, round: u64) -> Result<RunFigures> {
-    let text = fs::read_to_string(metrics)
-        .map_err(|e| Failure::new(format!("cannot read {}: {e}", metrics.display())))?;
-    let mut steps = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: Json = serde_json::from_str(line)
-            .map_err(|e| Failure::new(format!("{} line {}: {e}", metrics.display(), i + 1)))?;
-        if record.get("kind").and_then(Json::as_str) == Some("rl_step") {
-            steps.push(record);
-        }
-    }
+    let steps = rl_step_records(metrics)?;
     let counted = steps.get(1..).unwrap_or_default();
     if counted.is_empty() {
         return Err(Failure::new(format!(

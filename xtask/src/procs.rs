@@ -61,3 +61,22 @@ pub fn wait_for(
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The `rl_step` records of a run's `metrics.jsonl` at `path`, in order; a line that is not
+/// JSON is an error naming it.
+pub fn rl_step_records(path: &Path) -> Result<Vec<serde_json::Value>> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| Failure::new(format!("cannot read {}: {e}", path.display())))?;
+    let mut records = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| Failure::new(format!("{} line {}: {e}", path.display(), i + 1)))?;
+        if record["kind"] == "rl_step" {
+            records.push(record);
+        }
+    }
+    Ok(records)
+}

@@ -170,6 +170,8 @@ struct SideRun {
     trained: Vec<f64>,
     /// Peak resident memory of the process, MiB.
     peak_mib: f64,
+    /// Mean reward of every step, the warm-up included (`agentrl`'s side only; empty for TRL).
+    rewards: Vec<f64>,
 }
 
 impl SideRun {
@@ -340,20 +342,7 @@ fn bf16_curve(
         ));
         let run = run_ours(root, exe, dir, work, Model::SmolLM2, 0, steps, dtype, lr)?;
         println!("agentrl {dtype}: {:.2} s/step", run.median_seconds());
-        let metrics = work
-            .join("runs")
-            .join(format!("agentrl-{}-{dtype}-0", Model::SmolLM2.name()))
-            .join("run")
-            .join("metrics.jsonl");
-        let text = fs::read_to_string(&metrics)
-            .map_err(|e| Failure::new(format!("reading {}: {e}", metrics.display())))?;
-        let rewards: Vec<f64> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|r| r["kind"] == "rl_step")
-            .map(|r| r["reward_mean"].as_f64().unwrap_or(f64::NAN))
-            .collect();
-        curves.push(rewards);
+        curves.push(run.rewards);
     }
     let (f32_curve, bf16_curve) = (&curves[0], &curves[1]);
     println!("\nstep  reward f32  reward bf16");
@@ -593,6 +582,7 @@ fn run_trl(
         trained: generated[1..].to_vec(),
         generated: generated[1..].to_vec(),
         peak_mib,
+        rewards: Vec::new(),
     })
 }
 
@@ -632,13 +622,7 @@ fn run_ours(
         &run_dir.join("stderr.log"),
     )?;
     let metrics = run_dir.join("run").join("metrics.jsonl");
-    let text = fs::read_to_string(&metrics)
-        .map_err(|e| Failure::new(format!("reading {}: {e}", metrics.display())))?;
-    let steps_seen: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| r["kind"] == "rl_step")
-        .collect();
+    let steps_seen = crate::procs::rl_step_records(&metrics)?;
     if steps_seen.len() != steps {
         return Err(Failure::new(format!(
             "agentrl ran {} steps where {steps} were asked; see {}",
@@ -662,6 +646,10 @@ fn run_ours(
             .map(|r| r["trained_tokens"].as_f64().unwrap_or(0.0))
             .collect(),
         peak_mib,
+        rewards: steps_seen
+            .iter()
+            .map(|r| r["reward_mean"].as_f64().unwrap_or(f64::NAN))
+            .collect(),
     })
 }
 

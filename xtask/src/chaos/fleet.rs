@@ -481,18 +481,8 @@ struct StepRecord {
 
 /// The `rl_step` records of `metrics.jsonl`.
 fn read_steps(path: &Path) -> Result<Vec<StepRecord>> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| Failure::new(format!("cannot read {}: {e}", path.display())))?;
     let mut steps = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record = serde_json::from_str::<Json>(line)
-            .map_err(|e| Failure::new(format!("{} line {}: {e}", path.display(), i + 1)))?;
-        if record.get("kind").and_then(Json::as_str) != Some("rl_step") {
-            continue;
-        }
+    for record in crate::procs::rl_step_records(path)? {
         let number = |key: &str| record.get(key).and_then(Json::as_u64).unwrap_or(0);
         steps.push(StepRecord {
             step: number("step"),

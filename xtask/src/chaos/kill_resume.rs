@@ -234,30 +234,27 @@ fn steps_recorded(run_dir: &Path) -> usize {
 /// The `rl_step` records of a run without the fields that measure time or the engine's cache
 /// use.
 fn rl_records(run_dir: &Path) -> Result<Vec<serde_json::Value>> {
-    let path = run_dir.join("metrics.jsonl");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Failure::new(format!("reading {}: {e}", path.display())))?;
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|r| r["kind"] == "rl_step")
-        .map(|mut r| {
-            if let Some(fields) = r.as_object_mut() {
-                fields.retain(|key, _| {
-                    !(key.contains("seconds")
-                        || key.contains("per_second")
-                        || matches!(
-                            key.as_str(),
-                            "prefill_tokens"
-                                | "reused_tokens"
-                                | "kv_evictions"
-                                | "session_cache_mib"
-                        ))
-                });
-            }
-            r
-        })
-        .collect())
+    Ok(
+        crate::procs::rl_step_records(&run_dir.join("metrics.jsonl"))?
+            .into_iter()
+            .map(|mut r| {
+                if let Some(fields) = r.as_object_mut() {
+                    fields.retain(|key, _| {
+                        !(key.contains("seconds")
+                            || key.contains("per_second")
+                            || matches!(
+                                key.as_str(),
+                                "prefill_tokens"
+                                    | "reused_tokens"
+                                    | "kv_evictions"
+                                    | "session_cache_mib"
+                            ))
+                    });
+                }
+                r
+            })
+            .collect(),
+    )
 }
 
 /// The bytes of a run's final weights (what `checkpoints/latest.json` names).
