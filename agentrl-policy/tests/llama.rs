@@ -488,22 +488,7 @@ fn masked_logprobs_equal_the_full_ones_on_the_mask_with_the_same_gradients() {
         assert!(max_diff(&(&full_ent * &mask), &ent) < 1e-6);
         assert_eq!(ent.requires_grad(), entropy_grad);
         // The same loss through either path gives the same gradients.
-        let grads = |loss: Tensor| {
-            vs.trainable_variables().iter().for_each(|v| {
-                let mut g = v.grad();
-                if g.defined() {
-                    let _ = g.zero_();
-                }
-            });
-            loss.backward();
-            let mut all: Vec<(String, Tensor)> = vs
-                .variables()
-                .into_iter()
-                .map(|(name, v)| (name, v.grad().copy()))
-                .collect();
-            all.sort_by(|a, b| a.0.cmp(&b.0));
-            all
-        };
+        let grads = |loss: Tensor| gradients_of(&vs, loss);
         let weights = Tensor::from_slice(&[0.5f32, -1.0, 2.0, 0.25, 1.5, -0.75]).view([1, 6]);
         let full = grads((&full_lp * &mask * &weights).sum(Kind::Float));
         let masked = grads((&lp * &weights).sum(Kind::Float));
@@ -539,22 +524,7 @@ fn a_shared_prefix_runs_once_with_the_same_logprobs_and_gradients() {
         1,
     );
     let weights = Tensor::from_slice(&[0.5f32, -1.0, 2.0]).view([1, 3]);
-    let grads = |loss: Tensor| {
-        for v in vs.trainable_variables() {
-            let mut g = v.grad();
-            if g.defined() {
-                let _ = g.zero_();
-            }
-        }
-        loss.backward();
-        let mut all: Vec<(String, Tensor)> = vs
-            .variables()
-            .into_iter()
-            .map(|(n, v)| (n, v.grad().copy()))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
-    };
+    let grads = |loss: Tensor| gradients_of(&vs, loss);
     for temperature in [1.0, 0.8] {
         let (lp_full, ent_full) = m.masked_token_logprobs(&full, &full_mask, temperature, true);
         let (lp, ent) = m.prefixed_token_logprobs(&prefix, &rest, &mask, temperature, true);
@@ -568,4 +538,23 @@ fn a_shared_prefix_runs_once_with_the_same_logprobs_and_gradients() {
             assert!(max_diff(a, b) < 1e-5 * scale, "{name}: gradients differ");
         }
     }
+}
+
+/// The gradients of `loss` for every variable of `vs`, sorted by name (earlier gradients are
+/// zeroed first).
+fn gradients_of(vs: &nn::VarStore, loss: Tensor) -> Vec<(String, Tensor)> {
+    for v in vs.trainable_variables() {
+        let mut g = v.grad();
+        if g.defined() {
+            let _ = g.zero_();
+        }
+    }
+    loss.backward();
+    let mut all: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(name, v)| (name, v.grad().copy()))
+        .collect();
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    all
 }
