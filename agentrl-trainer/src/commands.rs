@@ -146,6 +146,10 @@ pub struct DemoArgs {
     /// Seed of the run (default: the config's `seed`).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Start from these SFT weights (an earlier run's `checkpoints/sft.safetensors`) instead
+    /// of writing demonstrations and running SFT.
+    #[arg(long, value_name = "FILE")]
+    pub sft_from: Option<PathBuf>,
 }
 
 /// Writes demonstrations (unless given) and runs SFT; prints where the checkpoint went.
@@ -346,7 +350,10 @@ async fn demo_steps(args: &DemoArgs) -> Result<()> {
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
-    let summary = crate::run::demo(config, &args.run_dir).await?;
+    if let Some(weights) = &args.sft_from {
+        existing(weights, "SFT weights (--sft-from)")?;
+    }
+    let summary = crate::run::demo_from(config, &args.run_dir, args.sft_from.as_deref()).await?;
     println!(
         "held-out success: {:.3} after SFT -> {:.3} after {} RL steps ({} tasks); {:.0} s",
         summary.eval_success_before_rl,

@@ -516,6 +516,13 @@ fn task_changes(
 /// SFT on imperfect demonstrations, evaluation, GRPO, evaluation; writes `summary.json` and
 /// `learning_curve.png` into the run directory.
 pub async fn demo(config: RunConfig, dir: &Path) -> Result<DemoSummary> {
+    demo_from(config, dir, None).await
+}
+
+/// [`demo`], or with `sft` (weights an earlier run's SFT saved) the demo without its
+/// demonstrations and SFT: the weights are copied to `checkpoints/sft.safetensors` and the
+/// run goes on from there. The ablation's variants share one SFT per seed this way.
+pub async fn demo_from(config: RunConfig, dir: &Path, sft: Option<&Path>) -> Result<DemoSummary> {
     if dir.join("metrics.jsonl").exists() {
         return Err(Error::Config(format!(
             "{} already holds a run; remove it or pick another --run-dir",
@@ -524,9 +531,20 @@ pub async fn demo(config: RunConfig, dir: &Path) -> Result<DemoSummary> {
     }
     let t0 = Instant::now();
     let run = Run::new(config, dir)?;
-    let demos = run.write_demonstrations().await?;
-    let t_demos = t0.elapsed().as_secs_f64();
-    let learner = run.sft(&demos)?;
+    let (learner, t_demos) = match sft {
+        None => {
+            let demos = run.write_demonstrations().await?;
+            let t_demos = t0.elapsed().as_secs_f64();
+            (run.sft(&demos)?, t_demos)
+        }
+        Some(weights) => {
+            let copy = checkpoint_dir(&run.dir).join("sft.safetensors");
+            std::fs::create_dir_all(checkpoint_dir(&run.dir))
+                .map_err(|e| Error::io("creating", &checkpoint_dir(&run.dir), e))?;
+            std::fs::copy(weights, &copy).map_err(|e| Error::io("copying", weights, e))?;
+            (run.learner(run.config.rl.lr, Some(&copy))?, 0.0)
+        }
+    };
     let t_sft = t0.elapsed().as_secs_f64();
     let before = run.evaluate(&learner, "after_sft", 0).await?;
     let t_eval1 = t0.elapsed().as_secs_f64();

@@ -43,7 +43,8 @@ commands:
                         several multi-turn envs)
   ablation [--seeds N]  every configs/ablation/*.toml (variants of the multi-task run) for
                         seeds 0..N (default 3) into runs/ablation/, then the table of
-                        `agentrl compare` in runs/ablation/table.md
+                        `agentrl compare` in runs/ablation/table.md; each seed's SFT runs
+                        once and the other variants start from it (`--sft-from`)
   bench [args...]       setup, then `cargo bench --workspace [args...]`
   bench --vs-trl [--rounds N] [--steps N] [--model smollm2|tiny]... [--bf16]
                         the identical GRPO job (4 prompts x 8 generations, 48 new tokens) by
@@ -298,7 +299,8 @@ fn build_agentrl(root: &Path) -> Result<PathBuf> {
 
 /// `cargo xtask ablation [--seeds N]`: every config in `configs/ablation/` (each a variant of
 /// the multi-task run) for seeds `0..N` (default 3) into `runs/ablation/NAME-seedK`, then
-/// `agentrl compare` writes the table to `runs/ablation/table.md` and prints it.
+/// `agentrl compare` writes the table to `runs/ablation/table.md` and prints it. Each seed's
+/// SFT runs once, in the first variant; the others start from its weights (`--sft-from`).
 fn cmd_ablation(args: &[OsString]) -> Result<()> {
     let seeds: u64 = match args {
         [] => 3,
@@ -325,12 +327,15 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
     }
     let exe = build_agentrl(&root)?;
     let runs = root.join("runs").join("ablation");
-    for config in &configs {
-        let name = config
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        for seed in 0..seeds {
+    // The variants differ in their RL and pipeline only, so each seed's SFT runs once, in
+    // the first variant, and the others start from its weights.
+    for seed in 0..seeds {
+        let mut shared_sft: Option<PathBuf> = None;
+        for config in &configs {
+            let name = config
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
             section(&format!("ablation: {name}, seed {seed}"));
             let run_dir = runs.join(format!("{name}-seed{seed}"));
             let mut demo = Command::new(&exe);
@@ -341,7 +346,13 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
                 .arg("--run-dir")
                 .arg(&run_dir)
                 .args(["--fresh", "--seed", &seed.to_string()]);
+            if let Some(weights) = &shared_sft {
+                demo.arg("--sft-from").arg(weights);
+            }
             run("agentrl demo", &mut demo)?;
+            if shared_sft.is_none() {
+                shared_sft = Some(run_dir.join("checkpoints").join("sft.safetensors"));
+            }
         }
     }
     section("ablation: agentrl compare runs/ablation");

@@ -1,0 +1,145 @@
+//! `agentrl demo --sft-from FILE`: the demo without its demonstrations and SFT, starting from
+//! an earlier run's SFT weights (how `cargo xtask ablation` shares one SFT per seed).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A demo small enough for a debug build: every phase runs, briefly.
+const TINY_DEMO: &str = r#"
+seed = 5
+torch_threads = 1
+
+[env]
+id = "arith-calc"
+
+[model]
+d_model = 32
+n_layers = 1
+n_heads = 2
+max_seq_len = 160
+
+[sft]
+demos = 40
+steps = 3
+batch_size = 4
+lr = 3e-3
+
+[rl]
+steps = 1
+tasks_per_step = 2
+group_size = 2
+lr = 1e-3
+max_new_tokens = 24
+
+[eval]
+tasks = 8
+max_new_tokens = 24
+"#;
+
+/// Runs `agentrl demo` on `config` into `run_dir`, with `extra` arguments.
+fn demo(config: &Path, run_dir: &Path, extra: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentrl"))
+        .arg("--quiet")
+        .arg("demo")
+        .arg("--config")
+        .arg(config)
+        .arg("--run-dir")
+        .arg(run_dir)
+        .arg("--fresh")
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+/// The greedy held-out episodes after SFT, as saved JSON lines without timing fields.
+fn eval_after_sft(run_dir: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(run_dir.join("samples/eval_after_sft.jsonl")).unwrap();
+    text.lines()
+        .map(|line| {
+            let mut episode: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(map) = episode.as_object_mut() {
+                map.retain(|key, _| !key.contains("seconds"));
+            }
+            episode
+        })
+        .collect()
+}
+
+#[test]
+fn a_demo_from_saved_sft_weights_skips_sft_and_starts_where_that_run_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(&config, TINY_DEMO).unwrap();
+    let first = dir.path().join("first");
+    let out = demo(&config, &first, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let weights = first.join("checkpoints/sft.safetensors");
+
+    let second = dir.path().join("second");
+    let out = demo(
+        &config,
+        &second,
+        &["--sft-from".as_ref(), weights.as_os_str()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !second.join("demos.jsonl").exists(),
+        "no demonstrations are written"
+    );
+    assert_eq!(
+        std::fs::read(second.join("checkpoints/sft.safetensors")).unwrap(),
+        std::fs::read(&weights).unwrap(),
+        "the run keeps a copy of the weights it started from"
+    );
+    let metrics = std::fs::read_to_string(second.join("metrics.jsonl")).unwrap();
+    assert!(!metrics.contains("\"sft_step\""), "no SFT step runs");
+    assert!(metrics.contains("\"rl_step\""), "RL runs");
+    assert_eq!(
+        eval_after_sft(&second),
+        eval_after_sft(&first),
+        "the same weights play the same greedy held-out episodes"
+    );
+}
+
+#[test]
+fn missing_or_misshapen_sft_weights_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiny.toml");
+    std::fs::write(&config, TINY_DEMO).unwrap();
+    let missing = dir.path().join("nope.safetensors");
+    let out = demo(
+        &config,
+        &dir.path().join("a"),
+        &["--sft-from".as_ref(), missing.as_os_str()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("nope.safetensors"), "{stderr}");
+
+    // Weights of another shape: the first run trains a wider model.
+    let wide = dir.path().join("wide.toml");
+    std::fs::write(&wide, TINY_DEMO.replace("d_model = 32", "d_model = 48")).unwrap();
+    let out = demo(&wide, &dir.path().join("wide"), &[]);
+    assert!(out.status.success());
+    let weights = dir.path().join("wide/checkpoints/sft.safetensors");
+    let out = demo(
+        &config,
+        &dir.path().join("b"),
+        &["--sft-from".as_ref(), weights.as_os_str()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a 48-wide checkpoint loads into a 32-wide model"
+    );
+    assert!(stderr.contains("sft.safetensors"), "{stderr}");
+}
