@@ -308,8 +308,10 @@ impl Run {
         step: usize,
     ) -> Result<EvalReport> {
         crate::envs::check_servers(&self.config.env).await?;
-        // The learner is idle while it evaluates: the policy reads its tensors.
-        let (_policy, ctx) = self.rollout_policy(learner, true)?;
+        // The learner is idle while it evaluates: the policy reads its tensors. Its turns are
+        // labelled with the learner's step as the policy version.
+        let (policy, ctx) = self.rollout_policy(learner, true)?;
+        policy.set_weights(Vec::new(), step as u64).await?;
         let tasks = crate::envs::eval_tasks(&self.config.env, self.config.eval.tasks)?;
         let samples = self.config.eval.samples.max(1);
         let tasks = tasks

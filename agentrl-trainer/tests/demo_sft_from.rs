@@ -108,6 +108,16 @@ fn a_demo_from_saved_sft_weights_skips_sft_and_starts_where_that_run_did() {
         eval_after_sft(&first),
         "the same weights play the same greedy held-out episodes"
     );
+    let after_rl = std::fs::read_to_string(second.join("samples/eval_after_rl.jsonl")).unwrap();
+    for line in after_rl.lines() {
+        let episode: serde_json::Value = serde_json::from_str(line).unwrap();
+        for turn in episode["turns"].as_array().unwrap() {
+            assert_eq!(
+                turn["policy_version"], 1,
+                "evaluation turns carry the learner's step as their version"
+            );
+        }
+    }
 }
 
 #[test]
