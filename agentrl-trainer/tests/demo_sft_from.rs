@@ -4,37 +4,12 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// A demo small enough for a debug build: every phase runs, briefly.
-const TINY_DEMO: &str = r#"
-seed = 5
-torch_threads = 1
+mod common;
 
-[env]
-id = "arith-calc"
-
-[model]
-d_model = 32
-n_layers = 1
-n_heads = 2
-max_seq_len = 160
-
-[sft]
-demos = 40
-steps = 3
-batch_size = 4
-lr = 3e-3
-
-[rl]
-steps = 1
-tasks_per_step = 2
-group_size = 2
-lr = 1e-3
-max_new_tokens = 24
-
-[eval]
-tasks = 8
-max_new_tokens = 24
-"#;
+/// The shared tiny run config as TOML (SFT, 3 RL steps, 6 eval tasks).
+fn tiny_toml() -> String {
+    toml::to_string(&common::tiny_config(1)).unwrap()
+}
 
 /// Runs `agentrl demo` on `config` into `run_dir`, with `extra` arguments.
 fn demo(config: &Path, run_dir: &Path, extra: &[&std::ffi::OsStr]) -> Output {
@@ -52,25 +27,30 @@ fn demo(config: &Path, run_dir: &Path, extra: &[&std::ffi::OsStr]) -> Output {
         .unwrap()
 }
 
-/// The greedy held-out episodes after SFT, as saved JSON lines without timing fields.
-fn eval_after_sft(run_dir: &Path) -> Vec<serde_json::Value> {
+/// The greedy held-out episodes after SFT as saved, their log-probs taken out of the turns
+/// (batch composition moves them in the last bits) and returned beside them.
+fn eval_after_sft(run_dir: &Path) -> (Vec<serde_json::Value>, Vec<f64>) {
     let text = std::fs::read_to_string(run_dir.join("samples/eval_after_sft.jsonl")).unwrap();
-    text.lines()
+    let mut logprobs = Vec::new();
+    let episodes = text
+        .lines()
         .map(|line| {
             let mut episode: serde_json::Value = serde_json::from_str(line).unwrap();
-            if let Some(map) = episode.as_object_mut() {
-                map.retain(|key, _| !key.contains("seconds"));
+            for turn in episode["turns"].as_array_mut().unwrap() {
+                let lp = turn.as_object_mut().unwrap().remove("logprobs").unwrap();
+                logprobs.extend(lp.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()));
             }
             episode
         })
-        .collect()
+        .collect();
+    (episodes, logprobs)
 }
 
 #[test]
 fn a_demo_from_saved_sft_weights_skips_sft_and_starts_where_that_run_did() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tiny.toml");
-    std::fs::write(&config, TINY_DEMO).unwrap();
+    std::fs::write(&config, tiny_toml()).unwrap();
     let first = dir.path().join("first");
     let out = demo(&config, &first, &[]);
     assert!(
@@ -103,17 +83,22 @@ fn a_demo_from_saved_sft_weights_skips_sft_and_starts_where_that_run_did() {
     let metrics = std::fs::read_to_string(second.join("metrics.jsonl")).unwrap();
     assert!(!metrics.contains("\"sft_step\""), "no SFT step runs");
     assert!(metrics.contains("\"rl_step\""), "RL runs");
+    let (episodes, logprobs) = eval_after_sft(&second);
+    let (first_episodes, first_logprobs) = eval_after_sft(&first);
     assert_eq!(
-        eval_after_sft(&second),
-        eval_after_sft(&first),
+        episodes, first_episodes,
         "the same weights play the same greedy held-out episodes"
     );
+    assert_eq!(logprobs.len(), first_logprobs.len());
+    for (a, b) in logprobs.iter().zip(&first_logprobs) {
+        assert!((a - b).abs() < 1e-4, "log-prob {a} vs {b}");
+    }
     let after_rl = std::fs::read_to_string(second.join("samples/eval_after_rl.jsonl")).unwrap();
     for line in after_rl.lines() {
         let episode: serde_json::Value = serde_json::from_str(line).unwrap();
         for turn in episode["turns"].as_array().unwrap() {
             assert_eq!(
-                turn["policy_version"], 1,
+                turn["policy_version"], 3,
                 "evaluation turns carry the learner's step as their version"
             );
         }
@@ -124,7 +109,7 @@ fn a_demo_from_saved_sft_weights_skips_sft_and_starts_where_that_run_did() {
 fn missing_or_misshapen_sft_weights_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tiny.toml");
-    std::fs::write(&config, TINY_DEMO).unwrap();
+    std::fs::write(&config, tiny_toml()).unwrap();
     let missing = dir.path().join("nope.safetensors");
     let out = demo(
         &config,
@@ -137,7 +122,9 @@ fn missing_or_misshapen_sft_weights_are_clear_errors() {
 
     // Weights of another shape: the first run trains a wider model.
     let wide = dir.path().join("wide.toml");
-    std::fs::write(&wide, TINY_DEMO.replace("d_model = 32", "d_model = 48")).unwrap();
+    let wider = tiny_toml().replace("d_model = 32", "d_model = 48");
+    assert!(wider.contains("d_model = 48"));
+    std::fs::write(&wide, wider).unwrap();
     let out = demo(&wide, &dir.path().join("wide"), &[]);
     assert!(out.status.success());
     let weights = dir.path().join("wide/checkpoints/sft.safetensors");
