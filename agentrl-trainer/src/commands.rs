@@ -10,6 +10,7 @@
 //!     run_dir: "runs/demo".into(),
 //!     fresh: true,
 //!     seed: None,
+//!     sft_from: None,
 //! };
 //! demo(&args).await?;
 //! # Ok(()) }
