@@ -540,9 +540,10 @@ pub async fn demo_from(config: RunConfig, dir: &Path, sft: Option<&Path>) -> Res
             (run.sft(&demos)?, t_demos)
         }
         Some(weights) => {
-            let copy = checkpoint_dir(&run.dir).join("sft.safetensors");
-            std::fs::create_dir_all(checkpoint_dir(&run.dir))
-                .map_err(|e| Error::io("creating", &checkpoint_dir(&run.dir), e))?;
+            let checkpoints = checkpoint_dir(&run.dir);
+            std::fs::create_dir_all(&checkpoints)
+                .map_err(|e| Error::io("creating", &checkpoints, e))?;
+            let copy = checkpoints.join("sft.safetensors");
             std::fs::copy(weights, &copy).map_err(|e| Error::io("copying", weights, e))?;
             (run.learner(run.config.rl.lr, Some(&copy))?, 0.0)
         }
