@@ -262,17 +262,21 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
             ));
             let trl = run_trl(&python, &script, &dir, work, model, round, options.steps)?;
             println!("TRL      {:.2} s/step", trl.median_seconds());
-            let ours = run_ours(
-                root,
-                exe,
-                &dir,
-                work,
-                model,
-                round,
-                options.steps,
-                "f32",
-                JOB.lr,
-            )?;
+            // Our side of this round in one dtype; only the dtype differs between the calls.
+            let run_ours_in = |dtype: &str| {
+                run_ours(
+                    root,
+                    exe,
+                    &dir,
+                    work,
+                    model,
+                    round,
+                    options.steps,
+                    dtype,
+                    JOB.lr,
+                )
+            };
+            let ours = run_ours_in("f32")?;
             println!("agentrl  {:.2} s/step", ours.median_seconds());
             let mut record = json!({
                 "round": round,
@@ -281,17 +285,7 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
                 "trl_over_agentrl_f32": trl.median_seconds() / ours.median_seconds(),
             });
             if options.bf16 {
-                let bf16 = run_ours(
-                    root,
-                    exe,
-                    &dir,
-                    work,
-                    model,
-                    round,
-                    options.steps,
-                    "bf16",
-                    JOB.lr,
-                )?;
+                let bf16 = run_ours_in("bf16")?;
                 println!("agentrl bf16 {:.2} s/step", bf16.median_seconds());
                 record["agentrl_bf16"] = bf16.report(params, peak_bf16);
                 record["trl_f32_over_agentrl_bf16"] =
