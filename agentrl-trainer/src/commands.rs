@@ -339,6 +339,23 @@ async fn eval_agent(args: &EvalArgs, agent: &Agent, label: &str) -> Result<EvalR
 /// Runs the whole demo and prints its headline. The run's `status.json` says running, then
 /// finished or failed.
 pub async fn demo(args: &DemoArgs) -> Result<()> {
+    if let Some(weights) = &args.sft_from {
+        existing(weights, "SFT weights (--sft-from)")?;
+        // --fresh would delete the weights before the run could read them.
+        let inside = |dir: &Path| {
+            std::fs::canonicalize(weights)
+                .ok()
+                .zip(std::fs::canonicalize(dir).ok())
+                .is_some_and(|(w, d)| w.starts_with(d))
+        };
+        if args.fresh && inside(&args.run_dir) {
+            return Err(Error::Config(format!(
+                "--sft-from {} lies inside {}, which --fresh deletes; copy it elsewhere first",
+                weights.display(),
+                args.run_dir.display()
+            )));
+        }
+    }
     if args.fresh {
         remove_previous_run(&args.run_dir)?;
     }
@@ -350,9 +367,6 @@ async fn demo_steps(args: &DemoArgs) -> Result<()> {
     let mut config = RunConfig::load(&args.config)?;
     if let Some(seed) = args.seed {
         config.seed = seed;
-    }
-    if let Some(weights) = &args.sft_from {
-        existing(weights, "SFT weights (--sft-from)")?;
     }
     let summary = crate::run::demo_from(config, &args.run_dir, args.sft_from.as_deref()).await?;
     println!(

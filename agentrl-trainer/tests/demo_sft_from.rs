@@ -139,4 +139,15 @@ fn missing_or_misshapen_sft_weights_are_clear_errors() {
         "a 48-wide checkpoint loads into a 32-wide model"
     );
     assert!(stderr.contains("sft.safetensors"), "{stderr}");
+
+    // Weights inside the run directory that --fresh would delete: refused, and kept.
+    let out = demo(
+        &wide,
+        &dir.path().join("wide"),
+        &["--sft-from".as_ref(), weights.as_os_str()],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--fresh deletes"), "{stderr}");
+    assert!(weights.is_file(), "the weights are still there");
 }
