@@ -2,7 +2,7 @@
 //! generated text cut at stop strings, the assistant message with parsed tool calls, finish and
 //! stop reasons, token usage and the creation time.
 
-use agentrl_core::{FinishReason, Generation};
+use agentrl_core::{FinishReason, Generation, Message};
 use serde_json::{Value, json};
 
 use super::model::Codec;
@@ -41,13 +41,27 @@ fn cut_at(mut text: String, stop: &str) -> String {
     text
 }
 
-/// The assistant message of a chat answer (tool calls parsed from the ids, content cut before a
-/// matched stop string) and its OpenAI finish reason.
+/// The assistant message of a chat answer and its OpenAI finish reason. With `tools` (the
+/// request offered some), tool calls are parsed from the ids and the content is cut before a
+/// matched stop string; without, nothing is parsed (as vLLM does): the content is the
+/// generated text ([`output_text`]), whatever markup the model wrote, so no text is lost and
+/// the streamed deltas add up to it.
 pub(crate) fn chat_message(
     codec: &Codec,
     g: &Generation,
     call_prefix: &str,
+    tools: bool,
 ) -> (ParsedAction, &'static str) {
+    if !tools {
+        let message = Message::assistant(output_text(codec, g));
+        return (
+            ParsedAction {
+                message,
+                error: None,
+            },
+            finish_name(g),
+        );
+    }
     let mut parsed = codec.format().parse_assistant(&g.ids, call_prefix);
     if let (Some(stop), Some(content)) = (&g.matched_stop, &mut parsed.message.content) {
         *content = cut_at(std::mem::take(content), stop);
@@ -73,4 +87,40 @@ pub(crate) fn stop_reason(g: &Generation) -> Value {
 pub(crate) fn usage(prompt: usize, completion: usize) -> Value {
     json!({"prompt_tokens": prompt, "completion_tokens": completion,
            "total_tokens": prompt + completion})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ChatFormat, TinyChatFormat};
+    use agentrl_core::ToolCall;
+
+    #[test]
+    fn tool_calls_are_parsed_only_when_the_request_offered_tools() {
+        let format = TinyChatFormat::new();
+        let call = ToolCall::new("c0", "calculator", &json!({"expression": "6*7"}));
+        let ids = format.render_assistant(&Message::assistant_tool_calls(None, vec![call]));
+        let mut g = Generation::empty(0);
+        g.ids = ids;
+        g.finish = FinishReason::Stop;
+        let codec = Codec::Tiny(format);
+
+        let (parsed, finish) = chat_message(&codec, &g, "call_0_0_", true);
+        assert_eq!(finish, "tool_calls");
+        assert_eq!(parsed.message.tool_calls.len(), 1);
+        assert_eq!(parsed.message.tool_calls[0].function.name, "calculator");
+        assert_eq!(parsed.message.tool_calls[0].id, "call_0_0_0");
+
+        // Without tools the markup is the answer's text, as the stream sends it.
+        let (parsed, finish) = chat_message(&codec, &g, "call_0_0_", false);
+        assert_eq!(finish, "stop");
+        assert!(parsed.message.tool_calls.is_empty());
+        assert_eq!(parsed.error, None);
+        let text = parsed.message.content.unwrap_or_default();
+        assert_eq!(text, output_text(&codec, &g));
+        assert!(
+            text.contains("calculator") && text.contains("6*7"),
+            "{text}"
+        );
+    }
 }

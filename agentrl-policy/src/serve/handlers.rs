@@ -212,7 +212,8 @@ pub async fn chat(
     let mut completion_tokens = 0;
     for (index, g) in generations.iter().enumerate() {
         completion_tokens += g.ids.len();
-        let (parsed, finish) = chat_message(codec, g, &format!("call_{id}_{index}_"));
+        let (parsed, finish) =
+            chat_message(codec, g, &format!("call_{id}_{index}_"), !tools.is_empty());
         let logprobs = req.logprobs.then(|| {
             let content: Vec<Value> = g
                 .ids

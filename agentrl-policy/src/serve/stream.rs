@@ -141,7 +141,7 @@ impl State {
                        "token_ids": []})
             }
             Shape::Chat { tools } => {
-                let (parsed, finish) = chat_message(codec, g, call_prefix);
+                let (parsed, finish) = chat_message(codec, g, call_prefix, tools);
                 let content = parsed.message.content.unwrap_or_default();
                 let mut delta = if tools {
                     json!({ "content": content })

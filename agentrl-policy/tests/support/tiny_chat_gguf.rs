@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use agentrl_policy::llama::{GgufPrecision, Llama, LlamaConfig};
 use tch::{Device, nn};
 
+#[path = "seeded_init.rs"]
+pub mod seeded_init;
 #[path = "tiny_vocab.rs"]
 pub mod tiny_vocab;
 
@@ -28,9 +30,9 @@ pub fn write_tiny_model_named(dir: &Path, name: &str, seed: u64) -> PathBuf {
         name,
     )
     .expect("the tiny config is valid");
-    tch::manual_seed(seed as i64);
     let vs = nn::VarStore::new(Device::Cpu);
     let model = Llama::new(&vs.root(), config).expect("the tiny model builds");
+    seeded_init::fill_from_seed(&vs, seed);
     let path = dir.join(name);
     model
         .save_gguf(
