@@ -46,6 +46,11 @@ pub struct Turn {
     /// Set when the env rejected this turn's action.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invalid_action: Option<String>,
+    /// Set by the trainer when this turn is left out of the loss because the weights that made
+    /// it lag more versions than `[pipeline] max_staleness` allows (the episode's other turns
+    /// still train).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
 }
 
 /// A whole episode, token in / token out.
@@ -183,12 +188,14 @@ impl Trajectory {
         self.turns.iter().map(|t| t.generated_ids.len()).sum()
     }
 
-    /// Loss mask aligned with [`Trajectory::token_ids`]: 1 on policy tokens, 0 elsewhere.
+    /// Loss mask aligned with [`Trajectory::token_ids`]: 1 on policy tokens, 0 elsewhere
+    /// (injected tokens, and the tokens of turns marked [`Turn::stale`]).
     pub fn loss_mask(&self) -> Vec<f32> {
         let mut mask = Vec::with_capacity(self.num_tokens());
         for t in &self.turns {
+            let trained = if t.stale { 0.0 } else { 1.0 };
             mask.extend(std::iter::repeat_n(0.0, t.injected_ids.len()));
-            mask.extend(std::iter::repeat_n(1.0, t.generated_ids.len()));
+            mask.extend(std::iter::repeat_n(trained, t.generated_ids.len()));
         }
         mask
     }

@@ -90,6 +90,7 @@ fn sample_trajectory() -> Trajectory {
                 policy_name: None,
                 finish: FinishReason::Stop,
                 reward: 0.0,
+                stale: false,
                 invalid_action: None,
             },
             Turn {
@@ -100,6 +101,7 @@ fn sample_trajectory() -> Trajectory {
                 policy_name: Some("b".into()),
                 finish: FinishReason::Stop,
                 reward: 1.0,
+                stale: false,
                 invalid_action: None,
             },
         ])

@@ -31,6 +31,7 @@ fn turn(tokens: usize, version: u64, seed: usize) -> Turn {
         policy_name: seed.is_multiple_of(4).then(|| "stale".to_string()),
         finish: FinishReason::Stop,
         reward: 0.0,
+        stale: false,
         invalid_action: seed
             .is_multiple_of(9)
             .then(|| "unknown command".to_string()),

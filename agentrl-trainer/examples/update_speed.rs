@@ -54,6 +54,7 @@ fn main() {
                 policy_name: None,
                 finish: FinishReason::Length,
                 reward: 0.0,
+                stale: false,
                 invalid_action: None,
             };
             batch.push(Trajectory::new("toy", "t", Split::Train, 0).with_turns(vec![turn]));

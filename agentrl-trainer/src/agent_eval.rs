@@ -189,6 +189,7 @@ fn text_turn(finish: FinishReason, version: u64, invalid: Option<String>) -> Tur
         policy_name: None,
         finish,
         reward: 0.0,
+        stale: false,
         invalid_action: invalid,
     }
 }

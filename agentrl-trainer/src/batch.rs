@@ -329,6 +329,7 @@ mod tests {
             policy_name: None,
             finish: FinishReason::Stop,
             reward: 0.0,
+            stale: false,
             invalid_action: None,
         };
         Trajectory::for_task(&task, 0).with_turns(vec![turn])

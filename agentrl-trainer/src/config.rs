@@ -804,8 +804,9 @@ fn default_max_new_tokens() -> usize {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
-    /// How many policy versions a sample may lag behind the weights being trained
-    /// (0 = synchronous: generate, then train, then generate again).
+    /// How many policy versions a trained turn may lag behind the weights being trained
+    /// (0 = synchronous: generate, then train, then generate again). Older turns are left out
+    /// of the loss (`stale_turns_masked` in the metrics); the rest of their episode trains.
     pub max_staleness: u64,
     /// Most rows in the in-process policy's running batch.
     pub max_batch: usize,

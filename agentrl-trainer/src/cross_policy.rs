@@ -160,14 +160,17 @@ pub fn stale_member_names(rl: &RlConfig) -> Vec<String> {
 }
 
 /// The oldest version among `t`'s turns that the staleness bound applies to (those not made
-/// by a member named in `exempt`); `None` when there is none (no turns, or all exempt).
+/// by a member named in `exempt`, and not already left out as [`Turn::stale`](agentrl_core::Turn::stale));
+/// `None` when there is none (no turns, or all exempt or stale).
 pub fn staleness_version(t: &Trajectory, exempt: &[String]) -> Option<u64> {
     t.turns
         .iter()
         .filter(|turn| {
-            turn.policy_name
-                .as_ref()
-                .is_none_or(|name| !exempt.contains(name))
+            !turn.stale
+                && turn
+                    .policy_name
+                    .as_ref()
+                    .is_none_or(|name| !exempt.contains(name))
         })
         .map(|turn| turn.policy_version)
         .min()
@@ -217,6 +220,7 @@ mod tests {
             policy_name: name.map(str::to_string),
             finish: FinishReason::Stop,
             reward: 0.0,
+            stale: false,
             invalid_action: None,
         }
     }

@@ -34,6 +34,7 @@ pub fn conversation_to_trajectory(
             policy_name: Some("demonstrator".into()),
             finish: FinishReason::Stop,
             reward: 0.0,
+            stale: false,
             invalid_action: None,
         });
         if next_assistant < messages.len() {

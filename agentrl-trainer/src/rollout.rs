@@ -206,6 +206,7 @@ pub async fn run_episode_watched(
             policy_name: generation.policy_name,
             finish: generation.finish,
             reward,
+            stale: false,
             invalid_action: invalid,
         });
         traj.messages.push(parsed.message);

@@ -156,6 +156,9 @@ fn render_message(
             turn.finish,
             mean(&turn.logprobs)
         ));
+        if turn.stale {
+            role.push_str("  stale: not trained");
+        }
     }
     writeln!(out, "{role}")?;
     if let Some(reason) = turn.and_then(|t| t.invalid_action.as_deref()) {

@@ -130,8 +130,15 @@ async fn turns_come_from_the_current_policy_and_its_stale_snapshot() {
                 let v = turn.policy_version;
                 assert!(v <= trained_at, "step {step}: a turn of version {v}");
                 match name.as_str() {
-                    "current" => assert!(trained_at - v <= max_staleness, "step {step}: {v}"),
+                    // The bound is per turn: a current turn beyond it stays in its episode,
+                    // left out of the loss.
+                    "current" => assert_eq!(
+                        turn.stale,
+                        trained_at - v > max_staleness,
+                        "step {step}: {v}"
+                    ),
                     "snapshot" => {
+                        assert!(!turn.stale, "snapshot turns are exempt from the bound");
                         assert_eq!(v % stale_every, 0, "snapshots are taken every 2 versions");
                         assert!(
                             trained_at - v < stale_every + max_staleness,

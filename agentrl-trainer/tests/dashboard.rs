@@ -103,6 +103,7 @@ fn turn(text: &str, injected: usize, version: u64, invalid: Option<&str>) -> Tur
         policy_name: (version % 2 == 1).then(|| "stale".to_string()),
         finish: FinishReason::Stop,
         reward: 0.0,
+        stale: false,
         invalid_action: invalid.map(str::to_string),
     }
 }

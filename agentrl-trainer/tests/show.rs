@@ -15,6 +15,7 @@ fn turn(version: u64, name: &str, invalid: Option<&str>) -> Turn {
         policy_name: Some(name.into()),
         finish: FinishReason::Stop,
         reward: 0.0,
+        stale: false,
         invalid_action: invalid.map(str::to_string),
     }
 }
@@ -49,6 +50,8 @@ fn episode(env: &str, id: &str, success: bool) -> Trajectory {
     t.reward_parts
         .insert("outcome".into(), if success { 1.0 } else { 0.0 });
     t.reward_parts.insert("format".into(), 0.1);
+    // A failed episode's first turn lagged the staleness bound when it was trained.
+    t.turns[0].stale = !success;
     t
 }
 
@@ -88,6 +91,7 @@ fn show_renders_the_selected_episode() {
         first.contains("task a0") && first.contains("SUCCESS"),
         "{first}"
     );
+    assert!(!first.contains("stale"), "{first}");
 
     let failed = render(&args(1, true, None)).unwrap();
     assert!(
@@ -104,6 +108,7 @@ fn show_renders_the_selected_episode() {
         "[tool] name=calculator answers call_0",
         "policy current v3",
         "policy snapshot v2",
+        "finish Stop  mean logprob -1.000  stale: not trained",
         "!! invalid action: answer is not a number",
         "  My guess: 6",
         "reward/outcome = 0.0000",
@@ -115,6 +120,7 @@ fn show_renders_the_selected_episode() {
             "missing {expected:?} in\n{failed}"
         );
     }
+    assert_eq!(failed.matches("stale").count(), 1, "{failed}");
     // The first assistant message is the call, made by turn 0 (v3); the answer is turn 1 (v2).
     let call_line = failed.find("policy current v3").unwrap();
     let answer_line = failed.find("policy snapshot v2").unwrap();

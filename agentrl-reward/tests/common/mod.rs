@@ -14,6 +14,7 @@ pub fn turn(generated: usize, invalid: bool) -> Turn {
         policy_name: None,
         finish: FinishReason::Stop,
         reward: 0.0,
+        stale: false,
         invalid_action: invalid.then(|| "malformed tool call".to_string()),
     }
 }

@@ -11,7 +11,7 @@ use agentrl_core::{Error, Result, RewardFn, Trajectory};
 use agentrl_policy::checkpoint::checkpoint_dir;
 use tokio::sync::{mpsc, watch};
 
-use super::shaping::{apply_overlong_penalty, is_informative};
+use super::shaping::{apply_overlong_penalty, is_informative, mask_stale_turns};
 use super::step_record::{StepTiming, step_record};
 use super::updates::update;
 use super::{Group, RlSummary, StepDraw};
@@ -55,8 +55,9 @@ struct GroupSource {
 }
 
 impl GroupSource {
-    /// Takes the groups of the step that trains version `version`: oldest first, dropping
-    /// (and asking a replacement for) each group older than `max_staleness`, applying the
+    /// Takes the groups of the step that trains version `version`: oldest first, leaving out
+    /// of the loss each turn older than `max_staleness` ([`mask_stale_turns`]) and dropping
+    /// (and asking a replacement for) a group with no turn left to train, applying the
     /// overlong penalty, and under dynamic sampling dropping groups without signal until
     /// `tasks_per_step` groups are in or the draw limit is reached.
     fn take_step(&mut self, cfg: &RunConfig, version: u64) -> Result<StepDraw> {
@@ -96,16 +97,21 @@ impl GroupSource {
             let exempt = &self.exempt;
             draw.restarts.cancelled += group.restarts.cancelled;
             draw.restarts.restarted += group.restarts.restarted;
-            let age = group
-                .oldest_version(exempt)
-                .map(|v| version.saturating_sub(v));
-            if age.is_some_and(|age| age > cfg.pipeline.max_staleness) {
+            let mut group = group;
+            let stale = mask_stale_turns(
+                &mut group.trajectories,
+                version,
+                cfg.pipeline.max_staleness,
+                exempt,
+            );
+            if stale.masked > 0 && !stale.trainable_left {
                 draw.dropped_stale += group.trajectories.len();
                 stale_groups += 1;
                 refills += 1;
                 let _ = self.refills.send(1);
                 continue;
             }
+            draw.stale_turns += stale.masked;
             draw.drawn += 1;
             draw.rollout_seconds += group.rollout_seconds;
             draw.reward_seconds += group.reward_seconds;
@@ -305,6 +311,7 @@ pub(super) fn learner_loop(
         summary.steps += 1;
         summary.trajectories += updated.trained;
         summary.dropped_stale += draw.dropped_stale;
+        summary.stale_turns_masked += draw.stale_turns;
         summary.dynamic_dropped_groups += draw.uninformative;
         summary.episodes_cancelled += draw.restarts.cancelled;
         summary.trainer_idle_seconds += draw.idle;

@@ -4,8 +4,11 @@
 //! bounded queue; the learner (on a blocking thread) takes `tasks_per_step` groups, updates the
 //! weights, and pushes them to the rollout policy, bumping the policy version. The producer only
 //! starts a group for step `k` once the weights are at least at version `k - max_staleness`, and
-//! the learner drops (and counts) any sample older than that, so no sample lags more than
-//! `max_staleness` versions. `max_staleness = 0` is the synchronous mode.
+//! the learner leaves out of the loss (and counts) every turn older than that, so no trained
+//! token lags more than `max_staleness` versions. The bound is per turn, not per episode: a
+//! long episode's first turns may lag while its last ones are fresh, and dropping whole groups
+//! by their oldest turn starved the long envs of a mixture. A group with no turn left to train
+//! is dropped and replaced. `max_staleness = 0` is the synchronous mode.
 //!
 //! Three `[rl]` options act here:
 //! - `dynamic_sampling` (DAPO): the learner drops a group whose rewards are all equal (it has no
@@ -86,8 +89,10 @@ pub struct RlSummary {
     pub steps: usize,
     /// Trajectories trained on.
     pub trajectories: usize,
-    /// Trajectories dropped for staleness.
+    /// Trajectories dropped for staleness (their groups had no turn left to train).
     pub dropped_stale: usize,
+    /// Turns left out of the loss for staleness in the groups trained on.
+    pub stale_turns_masked: usize,
     /// Groups dropped by dynamic sampling (all rewards equal).
     pub dynamic_dropped_groups: usize,
     /// Episodes cancelled because new weights arrived (`in_flight = "cancel"`).
@@ -200,8 +205,10 @@ struct StepDraw {
     batch: Vec<Trajectory>,
     /// Seconds the learner waited for groups.
     idle: f64,
-    /// Trajectories dropped for staleness.
+    /// Trajectories dropped for staleness (their groups had no turn left to train).
     dropped_stale: usize,
+    /// Turns left out of the loss for staleness, in the groups kept.
+    stale_turns: usize,
     /// Fresh groups taken (kept, or dropped for want of signal).
     drawn: usize,
     /// Groups dropped by dynamic sampling (all rewards equal).

@@ -41,6 +41,45 @@ pub(super) fn apply_overlong_penalty(
     }
 }
 
+/// What [`mask_stale_turns`] did to a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StaleTurns {
+    /// Turns it marked [`Turn::stale`](agentrl_core::Turn::stale).
+    pub(super) masked: usize,
+    /// Whether any turn with generated tokens is left to train on.
+    pub(super) trainable_left: bool,
+}
+
+/// Marks [`Turn::stale`](agentrl_core::Turn::stale) each turn of `group` made by weights
+/// more than `max_staleness` versions older than `version` (the version the step trains),
+/// except the turns of the members named in `exempt` (a cross-policy run's snapshot and extra
+/// policies, old by design). The turn-level bound keeps long episodes, whose first turns may
+/// lag while their last ones are fresh, in the batch instead of dropping whole groups of them.
+pub(super) fn mask_stale_turns(
+    group: &mut [Trajectory],
+    version: u64,
+    max_staleness: u64,
+    exempt: &[String],
+) -> StaleTurns {
+    let mut masked = 0;
+    let mut trainable_left = false;
+    for turn in group.iter_mut().flat_map(|t| &mut t.turns) {
+        let bounded = turn
+            .policy_name
+            .as_ref()
+            .is_none_or(|name| !exempt.contains(name));
+        if bounded && !turn.stale && version.saturating_sub(turn.policy_version) > max_staleness {
+            turn.stale = true;
+            masked += 1;
+        }
+        trainable_left |= !turn.stale && !turn.generated_ids.is_empty();
+    }
+    StaleTurns {
+        masked,
+        trainable_left,
+    }
+}
+
 /// Whether a group's rewards give any of its trajectories a non-zero advantage under
 /// `estimator` (for the group estimators: whether they are not all equal), its env errors
 /// ([`Outcome::EnvError`], never trained on) left out.
@@ -112,6 +151,7 @@ mod tests {
                 policy_name: None,
                 finish: agentrl_core::FinishReason::Length,
                 reward: 0.0,
+                stale: false,
                 invalid_action: None,
             }])
             .with_reward(1.0);
@@ -119,6 +159,80 @@ mod tests {
         apply_overlong_penalty(std::slice::from_mut(&mut t), 100, 20, 1.0);
         assert_eq!(t.reward, 0.5);
         assert_eq!(t.reward_parts[OVERLONG_PENALTY_PART], -0.5);
+    }
+
+    /// A turn of `generated` ids made by `version` of the policy named `name`.
+    fn made_by(version: u64, name: Option<&str>, generated: usize) -> agentrl_core::Turn {
+        agentrl_core::Turn {
+            injected_ids: vec![1; 3],
+            generated_ids: vec![2; generated],
+            logprobs: vec![-0.5; generated],
+            policy_version: version,
+            policy_name: name.map(str::to_string),
+            finish: agentrl_core::FinishReason::Stop,
+            reward: 0.0,
+            stale: false,
+            invalid_action: None,
+        }
+    }
+
+    #[test]
+    fn turns_beyond_the_staleness_bound_leave_the_loss_and_their_episode_stays() {
+        let exempt = vec!["snapshot".to_string()];
+        let mut group = vec![
+            Trajectory::new("toy", "long", Split::Train, 0).with_turns(vec![
+                made_by(3, None, 4),
+                made_by(4, Some("current"), 4),
+                made_by(5, None, 4),
+                made_by(6, None, 4),
+            ]),
+            Trajectory::new("toy", "long", Split::Train, 0)
+                .with_turns(vec![made_by(0, Some("snapshot"), 4), made_by(5, None, 4)]),
+        ];
+        // Training version 6 with a bound of 1: versions 3 and 4 lag 3 and 2, too many; 5 and 6
+        // are in; the snapshot's version 0 is exempt.
+        let stale = mask_stale_turns(&mut group, 6, 1, &exempt);
+        assert_eq!(
+            stale,
+            StaleTurns {
+                masked: 2,
+                trainable_left: true
+            }
+        );
+        let marks: Vec<Vec<bool>> = group
+            .iter()
+            .map(|t| t.turns.iter().map(|turn| turn.stale).collect())
+            .collect();
+        assert_eq!(marks, [vec![true, true, false, false], vec![false, false]]);
+        // Each turn is 3 injected then 4 generated ids; the stale ones' generated ids are 0.
+        let mask = group[0].loss_mask();
+        let trained: Vec<f32> = mask.chunks(7).map(|turn| turn[3..].iter().sum()).collect();
+        assert_eq!(trained, [0.0, 0.0, 4.0, 4.0]);
+        // Marking again counts nothing new.
+        assert_eq!(mask_stale_turns(&mut group, 6, 1, &exempt).masked, 0);
+        // Later, every bounded turn is stale, and only the exempt snapshot turn trains.
+        let stale = mask_stale_turns(&mut group, 9, 1, &exempt);
+        assert_eq!(
+            stale,
+            StaleTurns {
+                masked: 3,
+                trainable_left: true
+            }
+        );
+        // Without the exemption nothing is left, and the learner drops the group.
+        let stale = mask_stale_turns(&mut group, 9, 1, &[]);
+        assert_eq!(
+            stale,
+            StaleTurns {
+                masked: 1,
+                trainable_left: false
+            }
+        );
+        // A turn that generated nothing is never something to train.
+        let mut empty = vec![
+            Trajectory::new("toy", "t", Split::Train, 0).with_turns(vec![made_by(6, None, 0)]),
+        ];
+        assert!(!mask_stale_turns(&mut empty, 6, 1, &[]).trainable_left);
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub(super) struct StepTiming {
     pub(super) update_seconds: f64,
     /// Seconds publishing the new weights to the rollout policy or servers took.
     pub(super) publish_seconds: f64,
-    /// How many versions behind the step each trained trajectory's oldest counted turn is.
+    /// How many versions behind the step each trained trajectory's oldest trained (bounded,
+    /// not stale) turn is.
     pub(super) staleness: Vec<f64>,
 }
 
@@ -59,6 +60,7 @@ pub(super) fn step_record(
         "staleness_mean": staleness.iter().sum::<f64>() / staleness.len().max(1) as f64,
         "staleness_max": staleness.iter().copied().fold(0.0, f64::max),
         "dropped_stale": draw.dropped_stale,
+        "stale_turns_masked": draw.stale_turns,
         "groups_drawn": draw.drawn,
         "dynamic_dropped_groups": draw.uninformative,
         "overlong_masked": update.masked,

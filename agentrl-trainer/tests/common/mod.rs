@@ -67,6 +67,7 @@ pub fn one_turn_trajectory(
         policy_name: None,
         finish: FinishReason::Stop,
         reward: 0.0,
+        stale: false,
         invalid_action: None,
     }])
 }

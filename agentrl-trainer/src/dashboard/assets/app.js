@@ -548,6 +548,7 @@ function turnInfo(t, i) {
   const bits = [`turn ${i + 1}`, `policy v${t.policy_version}` + (t.policy_name ? ` (${t.policy_name})` : ''),
     `finish ${t.finish}`, `reward ${fmt(t.reward)}`];
   if (t.invalid_action) bits.push('invalid action: ' + t.invalid_action);
+  if (t.stale) bits.push('stale: not trained');
   return el('span', { class: 'turn-info', 'data-testid': 'turn-info' }, bits.join(' · '));
 }
 
@@ -572,7 +573,8 @@ function renderTurns(turns) {
   const table = el('table', {}, el('tr', {}, ['turn', 'policy', 'finish', 'generated', 'injected', 'reward', 'invalid action']
     .map(h => el('th', {}, h))));
   turns.forEach((t, i) => table.appendChild(el('tr', {}, el('td', {}, i + 1),
-    el('td', {}, `v${t.policy_version}` + (t.policy_name ? ` ${t.policy_name}` : '')), el('td', {}, t.finish),
+    el('td', {}, `v${t.policy_version}` + (t.policy_name ? ` ${t.policy_name}` : '') + (t.stale ? ' (stale)' : '')),
+    el('td', {}, t.finish),
     el('td', {}, (t.generated_ids || []).length), el('td', {}, (t.injected_ids || []).length),
     el('td', {}, fmt(t.reward)), el('td', {}, t.invalid_action || ''))));
   return append(box, [table, el('div', { class: 'controls' }, button), tokens]);
