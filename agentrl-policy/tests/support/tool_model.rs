@@ -14,6 +14,8 @@ use serde_json::json;
 use tch::nn::OptimizerConfig;
 use tch::{Device, Kind, Tensor, nn};
 
+// Both support modules carry their own copy of this module: a test crate includes one or both.
+#[allow(clippy::duplicate_mod)]
 #[path = "seeded_init.rs"]
 mod seeded_init;
 
