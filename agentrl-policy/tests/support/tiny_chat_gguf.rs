@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 use agentrl_policy::llama::{GgufPrecision, Llama, LlamaConfig};
 use tch::{Device, nn};
 
-// Both support modules carry their own copy of this module: a test crate includes one or both.
-#[allow(clippy::duplicate_mod)]
 #[path = "seeded_init.rs"]
 mod seeded_init;
 #[path = "tiny_vocab.rs"]

@@ -14,11 +14,6 @@ use serde_json::json;
 use tch::nn::OptimizerConfig;
 use tch::{Device, Kind, Tensor, nn};
 
-// Both support modules carry their own copy of this module: a test crate includes one or both.
-#[allow(clippy::duplicate_mod)]
-#[path = "seeded_init.rs"]
-mod seeded_init;
-
 /// Context length of the served tiny models.
 pub const CONTEXT: usize = 256;
 
@@ -128,6 +123,7 @@ pub fn tool_models() -> &'static ToolModels {
         std::fs::write(dir.path().join("config.toml"), RUN_CONFIG).unwrap();
         let fmt = TinyChatFormat::new();
         let ckpt = dir.path().join("checkpoints");
+        tch::manual_seed(11);
         let shape = GptConfig {
             vocab_size: fmt.vocab_size(),
             d_model: 32,
@@ -139,7 +135,6 @@ pub fn tool_models() -> &'static ToolModels {
         };
         let vs = nn::VarStore::new(Device::Cpu);
         let model = TinyGpt::new(&vs.root(), shape.clone()).unwrap();
-        seeded_init::fill_from_seed(&vs, 11);
         let random = ckpt.join("random.safetensors");
         save_var_store(&vs, &random).unwrap();
         clone_behaviour(&vs, &model, &tool_call_demo(&fmt), 1e-2, 150);
