@@ -342,13 +342,12 @@ pub async fn demo(args: &DemoArgs) -> Result<()> {
     if let Some(weights) = &args.sft_from {
         existing(weights, "SFT weights (--sft-from)")?;
         // --fresh would delete the weights before the run could read them.
-        let inside = |dir: &Path| {
-            std::fs::canonicalize(weights)
+        let deleted_by_fresh = args.fresh
+            && std::fs::canonicalize(weights)
                 .ok()
-                .zip(std::fs::canonicalize(dir).ok())
-                .is_some_and(|(w, d)| w.starts_with(d))
-        };
-        if args.fresh && inside(&args.run_dir) {
+                .zip(std::fs::canonicalize(&args.run_dir).ok())
+                .is_some_and(|(w, d)| w.starts_with(d));
+        if deleted_by_fresh {
             return Err(Error::Config(format!(
                 "--sft-from {} lies inside {}, which --fresh deletes; copy it elsewhere first",
                 weights.display(),

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use agentrl_core::{Error, Policy, Result, Trajectory};
+use agentrl_core::{Error, Policy, Result, Trajectory, Turn};
 use agentrl_policy::{
     CrossPolicy, EngineStats, HttpPolicy, HttpPolicyConfig, NamedWeights, TchPolicy,
 };
@@ -159,19 +159,21 @@ pub fn stale_member_names(rl: &RlConfig) -> Vec<String> {
         .collect()
 }
 
-/// The oldest version among `t`'s turns that the staleness bound applies to (those not made
-/// by a member named in `exempt`, and not already left out as [`Turn::stale`](agentrl_core::Turn::stale));
-/// `None` when there is none (no turns, or all exempt or stale).
+/// Whether the staleness bound applies to `turn`: it was not made by a member named in
+/// `exempt` (a cross-policy run's snapshot and extra policies, old by design).
+pub fn staleness_bounded(turn: &Turn, exempt: &[String]) -> bool {
+    turn.policy_name
+        .as_ref()
+        .is_none_or(|name| !exempt.contains(name))
+}
+
+/// The oldest version among `t`'s turns that the staleness bound applies to
+/// ([`staleness_bounded`], and not already left out as [`Turn::stale`]); `None` when there is
+/// none (no turns, or all exempt or stale).
 pub fn staleness_version(t: &Trajectory, exempt: &[String]) -> Option<u64> {
     t.turns
         .iter()
-        .filter(|turn| {
-            !turn.stale
-                && turn
-                    .policy_name
-                    .as_ref()
-                    .is_none_or(|name| !exempt.contains(name))
-        })
+        .filter(|turn| !turn.stale && staleness_bounded(turn, exempt))
         .map(|turn| turn.policy_version)
         .min()
 }
@@ -209,7 +211,7 @@ pub fn add_turn_shares(record: &mut serde_json::Value, batch: &[Trajectory], rl:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentrl_core::{FinishReason, Split, Turn};
+    use agentrl_core::{FinishReason, Split};
 
     fn turn(name: Option<&str>, version: u64) -> Turn {
         Turn {

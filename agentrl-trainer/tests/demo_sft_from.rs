@@ -105,22 +105,33 @@ fn a_demo_from_saved_sft_weights_skips_sft_and_starts_where_that_run_did() {
     }
 }
 
+/// Runs the demo on `config` into `run_dir` with `--sft-from weights`, checks that it fails,
+/// and returns its stderr.
+fn refused(config: &Path, run_dir: &Path, weights: &Path) -> String {
+    let out = demo(
+        config,
+        run_dir,
+        &["--sft-from".as_ref(), weights.as_os_str()],
+    );
+    assert!(
+        !out.status.success(),
+        "--sft-from {} was accepted",
+        weights.display()
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn missing_or_misshapen_sft_weights_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("tiny.toml");
     std::fs::write(&config, tiny_toml()).unwrap();
     let missing = dir.path().join("nope.safetensors");
-    let out = demo(
-        &config,
-        &dir.path().join("a"),
-        &["--sft-from".as_ref(), missing.as_os_str()],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = refused(&config, &dir.path().join("a"), &missing);
     assert!(stderr.contains("nope.safetensors"), "{stderr}");
 
-    // Weights of another shape: the first run trains a wider model.
+    // Weights of another shape (a 48-wide checkpoint into a 32-wide model): the first run
+    // trains a wider model.
     let wide = dir.path().join("wide.toml");
     let wider = tiny_toml().replace("d_model = 32", "d_model = 48");
     assert!(wider.contains("d_model = 48"));
@@ -128,26 +139,11 @@ fn missing_or_misshapen_sft_weights_are_clear_errors() {
     let out = demo(&wide, &dir.path().join("wide"), &[]);
     assert!(out.status.success());
     let weights = dir.path().join("wide/checkpoints/sft.safetensors");
-    let out = demo(
-        &config,
-        &dir.path().join("b"),
-        &["--sft-from".as_ref(), weights.as_os_str()],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "a 48-wide checkpoint loads into a 32-wide model"
-    );
+    let stderr = refused(&config, &dir.path().join("b"), &weights);
     assert!(stderr.contains("sft.safetensors"), "{stderr}");
 
     // Weights inside the run directory that --fresh would delete: refused, and kept.
-    let out = demo(
-        &wide,
-        &dir.path().join("wide"),
-        &["--sft-from".as_ref(), weights.as_os_str()],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let stderr = refused(&wide, &dir.path().join("wide"), &weights);
     assert!(stderr.contains("--fresh deletes"), "{stderr}");
     assert!(weights.is_file(), "the weights are still there");
 }

@@ -92,12 +92,11 @@ impl GroupSource {
                 draw.idle += t0.elapsed().as_secs_f64();
                 self.waiting.push(group);
             };
-            let group = self.waiting.swap_remove(pick);
+            let mut group = self.waiting.swap_remove(pick);
             self.next_index = self.next_index.max(group.index + 1);
             let exempt = &self.exempt;
             draw.restarts.cancelled += group.restarts.cancelled;
             draw.restarts.restarted += group.restarts.restarted;
-            let mut group = group;
             let stale = mask_stale_turns(
                 &mut group.trajectories,
                 version,

@@ -5,6 +5,7 @@ use agentrl_core::{Outcome, Trajectory};
 use ndarray::Array1;
 
 use crate::advantage::{AdvantageEstimator, advantages};
+use crate::cross_policy::staleness_bounded;
 
 /// DAPO's soft overlong punishment: the reward term (0 or negative) of an episode of `tokens`
 /// tokens when episodes may have `max_tokens`. It is 0 up to `max_tokens - buffer`, then falls
@@ -52,9 +53,9 @@ pub(super) struct StaleTurns {
 
 /// Marks [`Turn::stale`](agentrl_core::Turn::stale) each turn of `group` made by weights
 /// more than `max_staleness` versions older than `version` (the version the step trains),
-/// except the turns of the members named in `exempt` (a cross-policy run's snapshot and extra
-/// policies, old by design). The turn-level bound keeps long episodes, whose first turns may
-/// lag while their last ones are fresh, in the batch instead of dropping whole groups of them.
+/// except the turns the bound does not apply to ([`staleness_bounded`]). The turn-level bound
+/// keeps long episodes, whose first turns may lag while their last ones are fresh, in the
+/// batch instead of dropping whole groups of them.
 pub(super) fn mask_stale_turns(
     group: &mut [Trajectory],
     version: u64,
@@ -64,11 +65,10 @@ pub(super) fn mask_stale_turns(
     let mut masked = 0;
     let mut trainable_left = false;
     for turn in group.iter_mut().flat_map(|t| &mut t.turns) {
-        let bounded = turn
-            .policy_name
-            .as_ref()
-            .is_none_or(|name| !exempt.contains(name));
-        if bounded && !turn.stale && version.saturating_sub(turn.policy_version) > max_staleness {
+        if staleness_bounded(turn, exempt)
+            && !turn.stale
+            && version.saturating_sub(turn.policy_version) > max_staleness
+        {
             turn.stale = true;
             masked += 1;
         }
