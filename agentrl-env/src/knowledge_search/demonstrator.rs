@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use agentrl_core::{Message, Result, SeededRng, Task};
+use agentrl_core::{Error, Message, Result, SeededRng, Task};
 
 use super::corpus::Corpus;
 use super::solver::{Progress, next_action, unreadable_task};
 use super::task::{Question, Relation};
-use super::{KNOWLEDGE_SEARCH_ID, answer_is_correct};
+use super::{KNOWLEDGE_SEARCH_ID, SEARCH_LIMITS, answer_is_correct};
 use crate::demonstrator::{
     DemonstratorKnobs, KnobDoc, PerTaskChoice, probability_knob, reject_unknown_knobs,
 };
@@ -18,6 +18,8 @@ use crate::factory::Solver;
 const NO_SEARCH_PROB: &str = "no_search_prob";
 /// Knob: probability of answering a two-hop question with the first hop's entity.
 const FIRST_HOP_ANSWER_PROB: &str = "first_hop_answer_prob";
+/// Knob: results the first search of each hop asks for.
+const FIRST_SEARCH_LIMIT: &str = "first_search_limit";
 
 /// The knobs of [`KnowledgeDemonstrator::from_knobs`] (name, doc).
 pub const KNOWLEDGE_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[
@@ -30,6 +32,11 @@ pub const KNOWLEDGE_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[
         FIRST_HOP_ANSWER_PROB,
         "probability, on a two-hop question, of answering with the entity the first search \
          found instead of searching for the second fact (default 0)",
+    ),
+    (
+        FIRST_SEARCH_LIMIT,
+        "results the first search for each fact asks for, a whole number from 1 to 5 \
+         (default 3; retries ask for 5). Fewer results keep episodes short for small contexts",
     ),
 ];
 
@@ -58,6 +65,8 @@ pub struct KnowledgeDemonstrator {
     pub no_search_prob: f64,
     /// Probability of stopping a two-hop question after the first hop.
     pub first_hop_answer_prob: f64,
+    /// Results the first search for each fact asks for (`None`: the reference solver's).
+    pub first_search_limit: Option<usize>,
     /// Source of all its random choices.
     pub rng: SeededRng,
     /// The corpus its wrong guesses are named from.
@@ -77,6 +86,7 @@ impl KnowledgeDemonstrator {
         KnowledgeDemonstrator {
             no_search_prob,
             first_hop_answer_prob,
+            first_search_limit: None,
             rng: SeededRng::new(seed),
             corpus,
             plan: PerTaskChoice::default(),
@@ -90,12 +100,14 @@ impl KnowledgeDemonstrator {
     pub fn from_knobs(corpus: Arc<Corpus>, seed: u64, knobs: &DemonstratorKnobs) -> Result<Self> {
         reject_unknown_knobs(KNOWLEDGE_SEARCH_ID, knobs, KNOWLEDGE_DEMONSTRATOR_KNOBS)?;
         let knob = |name| probability_knob(KNOWLEDGE_SEARCH_ID, knobs, name, 0.0);
-        Ok(KnowledgeDemonstrator::new(
+        let mut demonstrator = KnowledgeDemonstrator::new(
             corpus,
             seed,
             knob(NO_SEARCH_PROB)?,
             knob(FIRST_HOP_ANSWER_PROB)?,
-        ))
+        );
+        demonstrator.first_search_limit = search_limit_knob(knobs)?;
+        Ok(demonstrator)
     }
 
     /// The habit on `task`: decided on the first turn, remembered after.
@@ -143,6 +155,21 @@ impl KnowledgeDemonstrator {
     }
 }
 
+/// The `first_search_limit` knob: absent, or a whole number the search tool accepts.
+fn search_limit_knob(knobs: &DemonstratorKnobs) -> Result<Option<usize>> {
+    let Some(value) = knobs.get(FIRST_SEARCH_LIMIT) else {
+        return Ok(None);
+    };
+    let most = SEARCH_LIMITS.max_results;
+    match value.as_u64().map(|n| n as usize) {
+        Some(n) if (1..=most).contains(&n) => Ok(Some(n)),
+        _ => Err(Error::Config(format!(
+            "demonstrator knob `{FIRST_SEARCH_LIMIT}` of env `{KNOWLEDGE_SEARCH_ID}` must be a \
+             whole number from 1 to {most}, got {value}"
+        ))),
+    }
+}
+
 impl Solver for KnowledgeDemonstrator {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
         let question = match Question::from_task(task) {
@@ -153,7 +180,7 @@ impl Solver for KnowledgeDemonstrator {
         match self.habit(task, &question, history) {
             Habit::NoSearch => Message::assistant(self.wrong_guess(&question)),
             Habit::FirstHop if progress.hop >= 1 => Message::assistant(progress.subject),
-            _ => next_action(&question, &progress, history),
+            _ => next_action(&question, &progress, history, self.first_search_limit),
         }
     }
 }
@@ -203,6 +230,37 @@ mod tests {
         assert!(0.1 < half.1 && half.1 < 0.9, "{half:?}");
     }
 
+    /// Characters of all the tool results in `played`.
+    fn tool_chars(played: &[SolverEpisode]) -> usize {
+        played
+            .iter()
+            .flat_map(|e| &e.messages)
+            .filter(|m| m.role == agentrl_core::Role::Tool)
+            .map(|m| m.text().len())
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn fewer_results_per_first_search_stay_right_and_read_less() {
+        let reference = episodes(json!({}), 2, TASKS).await;
+        let short = episodes(json!({ FIRST_SEARCH_LIMIT: 2 }), 2, TASKS).await;
+        let (right, _) = success_rates(&short, |_| true);
+        assert!(right >= 0.95, "{right}");
+        assert!(
+            tool_chars(&short) * 4 < tool_chars(&reference) * 3,
+            "{} vs {}",
+            tool_chars(&short),
+            tool_chars(&reference)
+        );
+        let first_limits: Vec<u64> = short
+            .iter()
+            .filter_map(|e| e.messages.iter().find(|m| !m.tool_calls.is_empty()))
+            .filter_map(|m| m.tool_calls[0].function.parse_arguments().ok())
+            .filter_map(|args| args["limit"].as_u64())
+            .collect();
+        assert!(!first_limits.is_empty() && first_limits.iter().all(|&n| n == 2));
+    }
+
     #[tokio::test]
     async fn without_knobs_it_is_the_reference_solver_and_seeds_repeat() {
         let knobs = json!({ NO_SEARCH_PROB: 0.3, FIRST_HOP_ANSWER_PROB: 0.5 });
@@ -219,6 +277,9 @@ mod tests {
                 json!({ FIRST_HOP_ANSWER_PROB: -1 }),
                 "`first_hop_answer_prob`",
             ),
+            (json!({ FIRST_SEARCH_LIMIT: 0 }), "`first_search_limit`"),
+            (json!({ FIRST_SEARCH_LIMIT: 6 }), "`first_search_limit`"),
+            (json!({ FIRST_SEARCH_LIMIT: "one" }), "`first_search_limit`"),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
             assert_knob_error(

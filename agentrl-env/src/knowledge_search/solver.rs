@@ -20,7 +20,9 @@ pub struct KnowledgeExpert;
 impl Solver for KnowledgeExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
         match Question::from_task(task) {
-            Ok(question) => next_action(&question, &Progress::of(&question, history), history),
+            Ok(question) => {
+                next_action(&question, &Progress::of(&question, history), history, None)
+            }
             Err(e) => unreadable_task(&e),
         }
     }
@@ -64,10 +66,12 @@ impl Progress {
 
 /// The expert's action on `question` at `progress`: the answer once every fact is read, a
 /// search for the next one, or giving up after [`TRIES_PER_HOP`] fruitless searches.
+/// `first_limit`, when given, replaces the result count of each hop's first search.
 pub(super) fn next_action(
     question: &Question,
     progress: &Progress,
     history: &[Message],
+    first_limit: Option<usize>,
 ) -> Message {
     let Progress {
         hop,
@@ -81,7 +85,10 @@ pub(super) fn next_action(
     if tries >= TRIES_PER_HOP {
         return Message::assistant("I could not find the answer.");
     }
-    let (query, limit) = query_for(relation, subject, tries);
+    let (query, mut limit) = query_for(relation, subject, tries);
+    if let (0, Some(first)) = (tries, first_limit) {
+        limit = first;
+    }
     let call = ToolCall::new(
         format!("call_{}", history.len()),
         Search::NAME,
