@@ -85,8 +85,9 @@ impl Default for SuiteOptions {
 
 /// Plays `options.tasks_per_env` test tasks of every env in `envs` with `agent` and reports
 /// them like a checkpoint's evaluation. An episode whose endpoint fails (after the client's
-/// retries) or whose env fails counts as unsolved with outcome `env_error` and a warning; it
-/// never stops the suite.
+/// retries) or whose env fails counts as unsolved with outcome `env_error` and a warning; one
+/// whose conversation outgrows the endpoint's context ends `truncated`; neither stops the
+/// suite.
 pub async fn evaluate_agent(
     agent: &Agent,
     envs: &[Arc<dyn EnvFactory>],
@@ -217,6 +218,19 @@ async fn play_with_endpoint(
             .await
         {
             Ok(reply) => reply,
+            Err(e) if is_context_overflow(&e) => {
+                // The conversation outgrew the server's context: the agent ran out of room,
+                // as an in-process rollout does at `max_seq_len`, and the env did nothing wrong.
+                if episode.turns.is_empty() {
+                    tracing::warn!(
+                        env = factory.id(),
+                        task = %task.id,
+                        "the first prompt is over the endpoint's context: {e}"
+                    );
+                }
+                episode.outcome = Outcome::Truncated;
+                break;
+            }
             Err(e) => {
                 let messages = std::mem::take(&mut episode.messages);
                 let mut failed = failed_episode(task, group, messages, format!("endpoint: {e}"));
@@ -262,6 +276,20 @@ async fn play_with_endpoint(
     }
     episode.reward = if episode.success { 1.0 } else { 0.0 };
     episode
+}
+
+/// Whether `error` is an endpoint's refusal of a prompt longer than its context: an HTTP 400
+/// whose message speaks of the context, as vLLM ("maximum context length"), SGLang ("longer
+/// than the model's context length"), OpenAI (`context_length_exceeded`) and `agentrl serve`
+/// ("the model's context is N tokens") word it.
+fn is_context_overflow(error: &Error) -> bool {
+    let Error::Policy(message) = error else {
+        return false;
+    };
+    let message = message.to_ascii_lowercase();
+    message
+        .split_once("http 400")
+        .is_some_and(|(_, answer)| answer.contains("context"))
 }
 
 /// Plays `task` with the env's reference solver.

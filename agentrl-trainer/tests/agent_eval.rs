@@ -205,6 +205,55 @@ async fn a_dead_endpoint_is_an_unsolved_episode_not_a_crash() {
     }
 }
 
+/// A server with a small context: it calls the calculator on the first request, then refuses
+/// the longer conversation with vLLM's HTTP 400.
+async fn short_context_chat(Json(body): Json<Value>) -> (StatusCode, Json<Value>) {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    if messages.iter().any(|m| m["role"] == "tool") {
+        let error = json!({
+            "object": "error",
+            "message": "This model's maximum context length is 64 tokens. However, you \
+                        requested 90 tokens (74 in the messages, 16 in the completion). Please \
+                        reduce the length of the messages or completion.",
+            "type": "BadRequestError",
+            "param": null,
+            "code": 400
+        });
+        return (StatusCode::BAD_REQUEST, Json(error));
+    }
+    let call = tool_call(&expression(&messages), "call_1");
+    (StatusCode::OK, Json(completion(call, "tool_calls")))
+}
+
+/// A conversation that outgrows the endpoint's context ends truncated with the turns it had,
+/// as an in-process rollout ends at `max_seq_len`; it is not an env error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_over_the_endpoints_context_is_truncated_not_an_env_error() {
+    let app = axum::Router::new().route("/v1/chat/completions", post(short_context_chat));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let agent = Agent::endpoint(
+        HttpPolicy::new(HttpPolicyConfig::new(format!("http://{addr}/v1"), "short")).unwrap(),
+        SamplingParams::greedy(16),
+    );
+    let envs = vec![agentrl_env::lookup("arith-calc").unwrap()];
+    let options = SuiteOptions {
+        tasks_per_env: 2,
+        samples: 1,
+        concurrency: 2,
+    };
+    let (report, episodes) = evaluate_agent(&agent, &envs, &options).await.unwrap();
+    assert_eq!((report.tasks, report.success_rate), (2, 0.0));
+    for episode in &episodes {
+        assert_eq!(episode.outcome, Outcome::Truncated, "{episode:?}");
+        assert_eq!(episode.turns.len(), 1, "{episode:?}");
+        assert_eq!(episode.tool_calls, 1);
+        let last = episode.messages.last().unwrap();
+        assert_eq!(last.role, agentrl_core::Role::Tool, "{episode:?}");
+    }
+}
+
 /// The command line: the scripted server with a key from the environment, then the reference
 /// solvers of every env.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
