@@ -419,7 +419,7 @@ impl Learner {
         };
         opt.zero_grad();
         let mut stats = UpdateStats::default();
-        for packed in &chunks {
+        for packed in chunks.iter().filter(|p| p.tokens > 0) {
             let (logp, entropy) = self.model.token_logprobs(&packed.ids, 1.0);
             let loss = -(&logp * &packed.mask).sum(Kind::Float) / denom;
             loss.backward();
@@ -471,6 +471,11 @@ impl Learner {
         let mut stats = UpdateStats::default();
         for (first, micro) in &chunks {
             let packed = micro.rows();
+            if packed.tokens == 0 {
+                // Every row left out of the loss (stale or masked turns): nothing to train,
+                // and a loss without a graph cannot be backpropagated.
+                continue;
+            }
             let offset = micro.offset();
             let rows = packed.ids.size()[0] as usize;
             let adv = match advantages {

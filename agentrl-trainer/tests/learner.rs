@@ -276,6 +276,25 @@ fn a_nan_in_the_policy_loss_skips_the_step_and_leaves_the_weights() {
 }
 
 #[test]
+fn a_batch_with_nothing_left_to_train_is_a_step_without_gradient_not_a_panic() {
+    // Every turn stale (left out of the loss by the staleness bound): the micro-batch has no
+    // trained token, so there is no loss graph to backpropagate.
+    let mut stale = traj(vec![1, 2], vec![3, 4], vec![-1.0, -1.0]);
+    for turn in &mut stale.turns {
+        turn.stale = true;
+    }
+    let mut learner = seeded_learner(32, 1e-2);
+    let stats = learner.grpo_step(&[&stale], &[1.0], GrpoParams::default());
+    assert_eq!(stats.tokens, 0, "{stats:?}");
+    assert_eq!(stats.loss, 0.0, "{stats:?}");
+    // Beside a trajectory that does train, the stale one adds nothing and the step trains.
+    let fresh = traj(vec![1, 2], vec![5, 6], vec![-1.0, -1.0]);
+    let stats = learner.grpo_step(&[&stale, &fresh], &[1.0, 1.0], GrpoParams::default());
+    assert_eq!(stats.tokens, 2, "{stats:?}");
+    assert!(stats.grad_norm > 0.0, "{stats:?}");
+}
+
+#[test]
 fn a_nan_return_skips_the_critic_step() {
     let a = traj(vec![1, 2], vec![3, 4], vec![-1.0, -1.0]);
     let learner = seeded_learner(37, 1e-2);

@@ -65,6 +65,10 @@ impl GroupSource {
         let max_drawn = rl.dynamic_sampling.then(|| rl.dynamic_sampling_limit());
         let mut draw = StepDraw::default();
         let (mut groups, mut stale_groups, mut refills) = (0, 0, 0i64);
+        // Replacements asked for groups without signal: at most the draw limit less the
+        // step's own groups, so the producer never makes a group this step cannot take (it
+        // would be trained a step late, or in synchronous mode dropped as stale).
+        let mut signal_refills = 0usize;
         while groups < rl.tasks_per_step {
             if let Some(max) = max_drawn
                 && draw.drawn >= max
@@ -128,7 +132,8 @@ impl GroupSource {
             draw.all_drawn.2 += trajectories.iter().filter(|t| t.success).count();
             if max_drawn.is_some() && !is_informative(rl.advantage.estimator(), &trajectories) {
                 draw.uninformative += 1;
-                if max_drawn.is_some_and(|max| draw.drawn < max) {
+                if max_drawn.is_some_and(|max| rl.tasks_per_step + signal_refills < max) {
+                    signal_refills += 1;
                     refills += 1;
                     let _ = self.refills.send(1);
                 }
@@ -373,4 +378,79 @@ fn save_step(
     let sample_file = samples.join(format!("rl_step_{:06}.jsonl", state.step));
     agentrl_core::write_jsonl(&sample_file, batch, false)?;
     write_checkpoint(run_dir, state, learner, critic).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use agentrl_core::{Split, Trajectory};
+    use tokio::sync::mpsc;
+
+    use super::{Group, GroupSource};
+    use crate::config::RunConfig;
+
+    /// Group `index` of two episodes: rewards that differ when `signal`, else equal.
+    fn group(index: u64, signal: bool) -> Group {
+        let episode = |reward| Trajectory::new("toy", "t", Split::Train, index).with_reward(reward);
+        Group {
+            index,
+            trajectories: vec![episode(0.0), episode(if signal { 1.0 } else { 0.0 })],
+            restarts: Default::default(),
+            rollout_seconds: 0.0,
+            reward_seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn dynamic_sampling_never_asks_for_more_groups_than_its_bound() {
+        // 2 groups a step, a bound of 4, signal in group 3 only: the step draws 0..=3 and
+        // stops at its bound with one group of signal.
+        let cfg = RunConfig::from_toml_str(
+            r#"
+[env]
+id = "arith-calc"
+[model]
+d_model = 8
+n_layers = 1
+n_heads = 1
+max_seq_len = 32
+[rl]
+steps = 1
+tasks_per_step = 2
+group_size = 2
+lr = 1e-3
+dynamic_sampling = true
+dynamic_sampling_max_groups = 4
+[pipeline]
+max_staleness = 0
+"#,
+            "test",
+        )
+        .expect("valid");
+        let (groups_tx, groups) = mpsc::channel(8);
+        let (refills, mut requests) = mpsc::unbounded_channel();
+        for index in 0..6 {
+            groups_tx
+                .try_send(Ok(group(index, index == 3)))
+                .expect("room");
+        }
+        let mut source = GroupSource {
+            groups,
+            refills,
+            waiting: Vec::new(),
+            exempt: Vec::new(),
+            in_order: true,
+            next_index: 0,
+        };
+        let draw = source.take_step(&cfg, 0).expect("a step");
+        assert_eq!((draw.drawn, draw.uninformative), (4, 3));
+        assert_eq!(draw.batch.len(), 2);
+        // The producer's quota after each message: never past the 4 groups the step can take
+        // (a group made beyond them would be trained a step late, or dropped as stale).
+        let mut asked = cfg.rl.tasks_per_step as i64;
+        while let Ok(delta) = requests.try_recv() {
+            asked += delta;
+            assert!(asked <= 4, "the producer was asked for {asked} groups");
+        }
+        assert_eq!(asked, 4);
+    }
 }
