@@ -134,6 +134,32 @@ fn tool_call(expr: &str, id: &str) -> Value {
     })
 }
 
+/// Serves `app` on a free port of 127.0.0.1; returns its address.
+async fn serve(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// Plays the first `tasks` test tasks of `arith-calc` with `agent`, `concurrency` at once.
+async fn play_arith(
+    agent: &Agent,
+    tasks: usize,
+    concurrency: usize,
+) -> (
+    agentrl_trainer::eval::EvalReport,
+    Vec<agentrl_core::Trajectory>,
+) {
+    let envs = vec![agentrl_env::lookup("arith-calc").unwrap()];
+    let options = SuiteOptions {
+        tasks_per_env: tasks,
+        samples: 1,
+        concurrency,
+    };
+    evaluate_agent(agent, &envs, &options).await.unwrap()
+}
+
 /// Starts the scripted server; returns its `/v1` URL and its script.
 async fn scripted_server(failures: usize) -> (String, Arc<Script>) {
     let script = Arc::new(Script::default());
@@ -141,9 +167,7 @@ async fn scripted_server(failures: usize) -> (String, Arc<Script>) {
     let app = axum::Router::new()
         .route("/v1/chat/completions", post(chat))
         .with_state(Arc::clone(&script));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = serve(app).await;
     (format!("http://{addr}/v1"), script)
 }
 
@@ -154,13 +178,7 @@ async fn a_scripted_endpoint_solves_arith_with_native_tool_calls() {
     config.api_key = Some("sekret".into());
     config.initial_backoff = std::time::Duration::from_millis(5);
     let agent = Agent::endpoint(HttpPolicy::new(config).unwrap(), SamplingParams::greedy(64));
-    let envs = vec![agentrl_env::lookup("arith-calc").unwrap()];
-    let options = SuiteOptions {
-        tasks_per_env: 12,
-        samples: 1,
-        concurrency: 4,
-    };
-    let (report, episodes) = evaluate_agent(&agent, &envs, &options).await.unwrap();
+    let (report, episodes) = play_arith(&agent, 12, 4).await;
     assert_eq!(report.tasks, 12);
     assert_eq!(report.success_rate, 1.0, "{}", report.markdown_table());
     let malformed: Vec<_> = episodes
@@ -190,13 +208,7 @@ async fn a_dead_endpoint_is_an_unsolved_episode_not_a_crash() {
     let mut config = HttpPolicyConfig::new("http://127.0.0.1:9", "nobody");
     config.max_retries = 0;
     let agent = Agent::endpoint(HttpPolicy::new(config).unwrap(), SamplingParams::greedy(16));
-    let envs = vec![agentrl_env::lookup("arith-calc").unwrap()];
-    let options = SuiteOptions {
-        tasks_per_env: 2,
-        samples: 1,
-        concurrency: 2,
-    };
-    let (report, episodes) = evaluate_agent(&agent, &envs, &options).await.unwrap();
+    let (report, episodes) = play_arith(&agent, 2, 2).await;
     assert_eq!((report.tasks, report.success_rate), (2, 0.0));
     for episode in &episodes {
         assert_eq!(episode.outcome, Outcome::EnvError);
@@ -230,20 +242,12 @@ async fn short_context_chat(Json(body): Json<Value>) -> (StatusCode, Json<Value>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_over_the_endpoints_context_is_truncated_not_an_env_error() {
     let app = axum::Router::new().route("/v1/chat/completions", post(short_context_chat));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = serve(app).await;
     let agent = Agent::endpoint(
         HttpPolicy::new(HttpPolicyConfig::new(format!("http://{addr}/v1"), "short")).unwrap(),
         SamplingParams::greedy(16),
     );
-    let envs = vec![agentrl_env::lookup("arith-calc").unwrap()];
-    let options = SuiteOptions {
-        tasks_per_env: 2,
-        samples: 1,
-        concurrency: 2,
-    };
-    let (report, episodes) = evaluate_agent(&agent, &envs, &options).await.unwrap();
+    let (report, episodes) = play_arith(&agent, 2, 2).await;
     assert_eq!((report.tasks, report.success_rate), (2, 0.0));
     for episode in &episodes {
         assert_eq!(episode.outcome, Outcome::Truncated, "{episode:?}");
@@ -363,13 +367,7 @@ async fn agentrl_serve_is_an_endpoint_too() {
         HttpPolicy::new(HttpPolicyConfig::new(&url, "tiny")).unwrap(),
         SamplingParams::greedy(40),
     );
-    let envs = vec![agentrl_env::lookup("arith-calc").unwrap()];
-    let options = SuiteOptions {
-        tasks_per_env: 3,
-        samples: 1,
-        concurrency: 3,
-    };
-    let (report, episodes) = evaluate_agent(&agent, &envs, &options).await.unwrap();
+    let (report, episodes) = play_arith(&agent, 3, 3).await;
     assert_eq!(report.tasks, 3);
     for episode in &episodes {
         assert_ne!(episode.outcome, Outcome::EnvError, "{episode:?}");
