@@ -16,10 +16,12 @@
 //!   signal are in or `dynamic_sampling_max_groups` groups were drawn in the step (metrics
 //!   `groups_drawn`, `dynamic_dropped_groups`, and `drawn_reward_mean`/`drawn_success_rate`
 //!   over every group drawn, since the batch lacks the dropped ones). Every group the
-//!   learner drops (stale or without signal) is one it asks the producer to replace, on top of
-//!   the producer's per-step quota, and a step cut short by the bound gives back the quota it
-//!   did not use: the producer never stops short of what the learner waits for, nor drifts
-//!   further ahead.
+//!   learner drops as stale is one it asks the producer to replace, on top of the producer's
+//!   per-step quota; a group without signal is replaced only while the step's requests stay
+//!   within `dynamic_sampling_max_groups`, so the producer never makes a group the step cannot
+//!   take (it would come back a step late, stale), and a step cut short by the bound gives
+//!   back the quota it did not use: the producer never stops short of what the learner waits
+//!   for, nor drifts further ahead.
 //! - `overlong`: episodes cut short ([`Outcome::Truncated`](agentrl_core::Outcome::Truncated)) are trained on as usual
 //!   (`"none"`), get zero advantage (`"mask"`), or every episode near the context limit loses
 //!   reward ([`overlong_penalty`], `"penalty"`) before advantages are computed.
