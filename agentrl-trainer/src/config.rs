@@ -1066,6 +1066,15 @@ impl RunConfig {
         Ok(cfg)
     }
 
+    /// A tiny `arith-calc` config for unit tests: `rest` (its `[rl]` table and any others)
+    /// after an 8-wide one-layer model with a context of 32.
+    #[cfg(test)]
+    pub(crate) fn tiny_for_tests(rest: &str) -> Self {
+        let header = "[env]\nid = \"arith-calc\"\n[model]\nd_model = 8\nn_layers = 1\n\
+                      n_heads = 1\nmax_seq_len = 32\n";
+        RunConfig::from_toml_str(&format!("{header}{rest}"), "test").expect("valid")
+    }
+
     /// Reads and parses a TOML config file.
     ///
     /// A file may start from another: `base = "PATH"` (relative to the file) names a config

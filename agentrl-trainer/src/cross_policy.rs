@@ -286,15 +286,8 @@ mod tests {
 
     #[test]
     fn turn_share_metrics_are_written_only_with_cross_policy_sampling() {
-        let cfg: crate::config::RunConfig = {
-            let text = r#"
-[env]
-id = "arith-calc"
-[model]
-d_model = 8
-n_layers = 1
-n_heads = 1
-max_seq_len = 32
+        let cfg = crate::config::RunConfig::tiny_for_tests(
+            r#"
 [rl]
 steps = 1
 tasks_per_step = 1
@@ -307,9 +300,8 @@ name = "peer"
 url = "http://127.0.0.1:9"
 model = "agentrl"
 weight = 0.5
-"#;
-            crate::config::RunConfig::from_toml_str(text, "test").expect("valid")
-        };
+"#,
+        );
         let batch = vec![traj(vec![turn(Some(SNAPSHOT), 0), turn(Some("peer"), 0)])];
         let mut record = serde_json::json!({});
         add_turn_shares(&mut record, &batch, &cfg.rl);

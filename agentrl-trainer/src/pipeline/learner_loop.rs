@@ -404,15 +404,8 @@ mod tests {
     fn dynamic_sampling_never_asks_for_more_groups_than_its_bound() {
         // 2 groups a step, a bound of 4, signal in group 3 only: the step draws 0..=3 and
         // stops at its bound with one group of signal.
-        let cfg = RunConfig::from_toml_str(
+        let cfg = RunConfig::tiny_for_tests(
             r#"
-[env]
-id = "arith-calc"
-[model]
-d_model = 8
-n_layers = 1
-n_heads = 1
-max_seq_len = 32
 [rl]
 steps = 1
 tasks_per_step = 2
@@ -423,9 +416,7 @@ dynamic_sampling_max_groups = 4
 [pipeline]
 max_staleness = 0
 "#,
-            "test",
-        )
-        .expect("valid");
+        );
         let (groups_tx, groups) = mpsc::channel(8);
         let (refills, mut requests) = mpsc::unbounded_channel();
         for index in 0..6 {
