@@ -1,4 +1,4 @@
-//! Run configs: the shipped demo config parses; bad values give clear errors.
+//! Run configs: the shipped configs parse; bad values give clear errors.
 
 use agentrl_trainer::config::RunConfig;
 
@@ -9,6 +9,35 @@ fn the_demo_config_parses() {
     assert_eq!(cfg.env.id, "arith-calc");
     assert!(cfg.eval.tasks >= 200);
     cfg.reward.build().unwrap();
+}
+
+/// Every `.toml` file under `dir`, in subfolders too.
+fn toml_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(toml_files(&path));
+        } else if path.extension().is_some_and(|e| e == "toml") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn every_shipped_config_parses_with_its_demonstrators_and_reward() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut configs = toml_files(&root.join("configs"));
+    configs.extend(toml_files(&root.join("examples")));
+    assert!(configs.len() >= 10, "{configs:?}");
+    for path in configs {
+        // Loading also asks each env of a mixture whether it knows its demonstrator's knobs.
+        let cfg = RunConfig::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        cfg.reward
+            .build()
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
 }
 
 /// `base` with the value of `key` in table `[table]` replaced by `value` (or a new key added).

@@ -72,8 +72,12 @@ fn write_model_dir(dir: &Path) {
     std::fs::write(dir.join("tokenizer_config.json"), tok_cfg.to_string()).unwrap();
 }
 
-fn example_template() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/smollm2-calc/chat_template.jinja")
+/// The chat template of the example in `examples/NAME`.
+fn example_template_of(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name)
+        .join("chat_template.jinja")
 }
 
 fn run_config(model_dir: &Path, lora: &str) -> String {
@@ -112,30 +116,49 @@ tasks = 3
 max_new_tokens = 8
 "#,
         model_dir.display(),
-        example_template().display()
+        example_template_of("smollm2-calc").display()
     )
 }
 
 #[test]
-fn the_example_template_renders_and_parses_tool_calls() {
+fn the_example_templates_render_and_parse_tool_calls() {
     let dir = tempfile::tempdir().unwrap();
     write_model_dir(dir.path());
-    let source = std::fs::read_to_string(example_template()).unwrap();
-    let format = load_chat_format(dir.path(), Some(&source)).unwrap();
-    let call = ToolCall::new("c0", "calculator", &json!({"expression": "47*83+29"}));
-    let action = Message::assistant_tool_calls(None, vec![call]);
-    let ids = format.render_assistant(&action);
-    let text = format.decode(&ids);
-    assert!(text.contains("<tool_call>"), "{text}");
-    let parsed = format.parse_assistant(&ids, "c");
-    assert_eq!(parsed.error, None);
-    assert_eq!(parsed.message.tool_calls.len(), 1);
-    assert_eq!(parsed.message.tool_calls[0].function.name, "calculator");
-    let args: serde_json::Value =
-        serde_json::from_str(&parsed.message.tool_calls[0].function.arguments).unwrap();
-    assert_eq!(args, json!({"expression": "47*83+29"}));
-    let answer = format.parse_assistant(&format.render_assistant(&Message::assistant("3930")), "c");
-    assert_eq!(answer.message.content.as_deref(), Some("3930"));
+    let calls = [
+        ("calculator", json!({"expression": "47*83+29"}), "3930"),
+        (
+            "search",
+            json!({"query": "\"Brinen Lathe\" invented", "limit": 2}),
+            "Brinby",
+        ),
+        ("act", json!({"command": "put book in chest"}), "done"),
+    ];
+    for example in ["smollm2-calc", "smollm2-multitask"] {
+        let source = std::fs::read_to_string(example_template_of(example)).unwrap();
+        let format = load_chat_format(dir.path(), Some(&source)).unwrap();
+        for (tool, arguments, answer) in &calls {
+            let call = ToolCall::new("c0", *tool, arguments);
+            let action = Message::assistant_tool_calls(None, vec![call]);
+            let ids = format.render_assistant(&action);
+            let text = format.decode(&ids);
+            assert!(text.contains("<tool_call>"), "{example}: {text}");
+            let parsed = format.parse_assistant(&ids, "c");
+            assert_eq!(parsed.error, None, "{example}: {text}");
+            assert_eq!(parsed.message.tool_calls.len(), 1, "{example}");
+            assert_eq!(parsed.message.tool_calls[0].function.name, *tool);
+            let args: serde_json::Value =
+                serde_json::from_str(&parsed.message.tool_calls[0].function.arguments).unwrap();
+            assert_eq!(&args, arguments, "{example}");
+            let reply = format.render_assistant(&Message::assistant(*answer));
+            let parsed = format.parse_assistant(&reply, "c");
+            assert_eq!(
+                parsed.message.content.as_deref(),
+                Some(*answer),
+                "{example}"
+            );
+            assert!(parsed.message.tool_calls.is_empty(), "{example}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -316,9 +339,13 @@ fn model_and_lora_sections_are_checked() {
     let cfg = RunConfig::load(&demo).unwrap();
     assert!(cfg.model.pretrained().is_none() && cfg.lora.is_none());
     // The example configs parse.
-    for name in ["cpu.toml", "cuda.toml"] {
+    for name in [
+        "smollm2-calc/cpu.toml",
+        "smollm2-calc/cuda.toml",
+        "smollm2-multitask/cpu.toml",
+    ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../examples/smollm2-calc")
+            .join("../examples")
             .join(name);
         let cfg = RunConfig::load(&path).unwrap();
         assert!(
