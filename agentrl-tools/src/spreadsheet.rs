@@ -11,11 +11,14 @@
 //! | `read` | `sheet`, `range` (`B2:D5` or `C4`) | the cells, one row a line |
 //! | `lookup` | `sheet`, `column` (letter or row-1 header), `value` | matching rows |
 //! | `write` | `sheet`, `cell`, `value` | the cell's old and new value |
+//! | `add` | `sheet`, `cell`, `value` (a number) | the cell's old and new value |
 //! | `append` | `sheet`, `values` (from column A) | the new row's number |
-//! | `aggregate` | `sheet`, `range`, `function` (`sum`/`avg`/`min`/`max`/`count`) | the value |
+//! | `aggregate` | `sheet`, `range`, `function` (`sum`/`avg`/`min`/`max`/`count`), optional `column` and `value` | the value |
 //!
-//! `sheet` may be left out when the workbook has one sheet. Numbers aggregate, text is skipped;
-//! `count` counts non-empty cells.
+//! `sheet` may be left out when the workbook has one sheet. A range is `B2:D5`, one cell `C4`,
+//! or whole columns `C:C`. Numbers aggregate, text is skipped; `count` counts non-empty cells.
+//! An `aggregate` with `column` and `value` takes only the range's rows whose cell in that
+//! column matches the value as `lookup` matches (a spreadsheet's `SUMIF`, `COUNTIF`, ...).
 
 mod address;
 mod aggregate;
@@ -44,7 +47,15 @@ pub const MAX_READ_CELLS: usize = 400;
 const MAX_LOOKUP_ROWS: usize = 50;
 
 /// The ops, in the order the schema lists them.
-const OPS: [&str; 6] = ["sheets", "read", "lookup", "write", "append", "aggregate"];
+const OPS: [&str; 7] = [
+    "sheets",
+    "read",
+    "lookup",
+    "write",
+    "add",
+    "append",
+    "aggregate",
+];
 
 /// The arguments of the `spreadsheet` tool: the op and whichever of the rest it needs.
 #[derive(Debug, Deserialize)]
@@ -58,7 +69,7 @@ struct SpreadsheetArgs {
     range: Option<String>,
     /// One cell.
     cell: Option<String>,
-    /// Column letter or row-1 header.
+    /// Column letter or row-1 header (`lookup`; the filter of `aggregate`).
     column: Option<String>,
     /// A cell value; `null` (an empty cell) included.
     #[serde(default, deserialize_with = "any_value")]
@@ -93,14 +104,15 @@ impl Tool for Spreadsheet {
         ToolSpec::function(
             Self::NAME,
             "Works on spreadsheet sheets. op=sheets lists them; read {sheet, range}; lookup \
-             {sheet, column, value} finds rows; write {sheet, cell, value}; append {sheet, \
-             values}; aggregate {sheet, range, function}.",
+             {sheet, column, value} finds rows; write {sheet, cell, value}; add {sheet, cell, \
+             value} adds a number to a cell; append {sheet, values}; aggregate {sheet, range, \
+             function} and, to use only rows where a column equals a value, {column, value}.",
             json!({
                 "type": "object",
                 "properties": {
                     "op": {"type": "string", "enum": OPS},
                     "sheet": {"type": "string", "description": "Sheet name (may be left out with one sheet)."},
-                    "range": {"type": "string", "description": "A1-style range, e.g. \"B2:D5\" or \"C4\"."},
+                    "range": {"type": "string", "description": "A1-style range, e.g. \"B2:D5\", \"C4\" or \"C:C\"."},
                     "cell": {"type": "string", "description": "One cell, e.g. \"C4\"."},
                     "column": {"type": "string", "description": "Column letter or row-1 header."},
                     "value": cell_value,
@@ -165,18 +177,7 @@ fn run_op(book: &Workbook, args: &SpreadsheetArgs) -> Result<String, ToolError> 
             Ok(lines.join("\n"))
         }
         "lookup" => {
-            let name = needed(&args.column, "column", op)?;
-            let column = match column_index(name) {
-                Some(c) if c < MAX_COLUMNS => c,
-                _ => book
-                    .header_column(&sheet, name)
-                    .map_err(failed)?
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "no column {name:?}: give a letter A-Z or a row-1 header"
-                        ))
-                    })?,
-            };
+            let column = column_arg(book, &sheet, needed(&args.column, "column", op)?)?;
             let value = value_arg(args, op)?;
             let rows = book.lookup(&sheet, column, &value).map_err(failed)?;
             let what = format!(
@@ -208,6 +209,23 @@ fn run_op(book: &Workbook, args: &SpreadsheetArgs) -> Result<String, ToolError> 
             let old = book.write(&sheet, at, &value).map_err(failed)?;
             Ok(format!("{at} = {value} (was {old})"))
         }
+        "add" => {
+            let at = CellRef::parse(needed(&args.cell, "cell", op)?).map_err(invalid)?;
+            let amount = match value_arg(args, op)? {
+                Cell::Number(n) => n,
+                Cell::Text(t) if t.trim().parse::<f64>().is_ok_and(f64::is_finite) => {
+                    t.trim().parse().unwrap_or_default()
+                }
+                other => {
+                    return Err(invalid(format!(
+                        "op `add` needs a number as `value`, not {:?}",
+                        other.to_string()
+                    )));
+                }
+            };
+            let (old, new) = book.add(&sheet, at, amount).map_err(failed)?;
+            Ok(format!("{at} = {new} (was {old})"))
+        }
         "append" => {
             let values = match &args.values {
                 Some(items) if !items.is_empty() => items
@@ -226,16 +244,47 @@ fn run_op(book: &Workbook, args: &SpreadsheetArgs) -> Result<String, ToolError> 
             let name = needed(&args.function, "function", op)?;
             let function = Aggregate::parse(name)
                 .ok_or_else(|| invalid(format!("unknown function {name:?}")))?;
-            let (value, used) = book.aggregate(&sheet, &range, function).map_err(failed)?;
+            let filter = match (&args.column, &args.value) {
+                (Some(name), Some(_)) => {
+                    Some((column_arg(book, &sheet, name)?, value_arg(args, op)?))
+                }
+                (None, None) => None,
+                (Some(_), None) => {
+                    return Err(invalid(
+                        "`column` filters rows by a `value`: give both or neither".into(),
+                    ));
+                }
+                (None, Some(_)) => {
+                    return Err(invalid(
+                        "`value` filters rows of a `column`: give both or neither".into(),
+                    ));
+                }
+            };
+            let (value, used) = book
+                .aggregate(
+                    &sheet,
+                    &range,
+                    function,
+                    filter.as_ref().map(|(c, v)| (*c, v)),
+                )
+                .map_err(failed)?;
+            let scope = match &filter {
+                Some((column, value)) => format!(
+                    "{range} where {} = {:?}",
+                    column_letter(*column),
+                    value.to_string()
+                ),
+                None => range.to_string(),
+            };
             let value = value
-                .ok_or_else(|| failed(format!("{range} holds no numbers to take the {name} of")))?;
+                .ok_or_else(|| failed(format!("{scope} holds no numbers to take the {name} of")))?;
             let what = if function == Aggregate::Count {
                 "non-empty"
             } else {
                 "numeric"
             };
             Ok(format!(
-                "{name} of {range} = {} ({used} {what} cells)",
+                "{name} of {scope} = {} ({used} {what} cells)",
                 show_number(value)
             ))
         }
@@ -258,6 +307,21 @@ fn sheet_arg(book: &Workbook, args: &SpreadsheetArgs, op: &str) -> Result<String
             "op `{op}` needs the `sheet` argument (sheets: {})",
             names.join(", ")
         ))),
+    }
+}
+
+/// The column named `name` (a letter, or a row-1 header of `sheet`).
+fn column_arg(book: &Workbook, sheet: &str, name: &str) -> Result<usize, ToolError> {
+    match column_index(name) {
+        Some(c) if c < MAX_COLUMNS => Ok(c),
+        _ => book
+            .header_column(sheet, name)
+            .map_err(ToolError::Failed)?
+            .ok_or_else(|| {
+                invalid(format!(
+                    "no column {name:?}: give a letter A-Z or a row-1 header"
+                ))
+            }),
     }
 }
 

@@ -206,10 +206,126 @@ async fn aggregates_numbers_in_a_range() {
     let none = op(&tools, agg("A1:B4", "avg")).await;
     assert!(matches!(none.error, Some(ToolError::Failed(_))), "{none:?}");
     assert_eq!(
-        book.aggregate("stock", &Range::parse("A1:B4").unwrap(), Aggregate::Sum)
-            .unwrap(),
+        book.aggregate(
+            "stock",
+            &Range::parse("A1:B4").unwrap(),
+            Aggregate::Sum,
+            None
+        )
+        .unwrap(),
         (Some(0.0), 0)
     );
+}
+
+#[tokio::test]
+async fn aggregates_whole_columns_and_filtered_rows() {
+    let book = book();
+    let tools = toolbox(&book);
+    let agg = |range: &str, f: &str| json!({"op": "aggregate", "range": range, "function": f});
+    // A whole column: the text header is skipped by `sum`, counted by `count`.
+    assert_eq!(
+        ok(&tools, agg("C:C", "sum")).await,
+        "sum of C:C = 54 (3 numeric cells)"
+    );
+    assert_eq!(
+        ok(&tools, agg("A:A", "count")).await,
+        "count of A:A = 4 (4 non-empty cells)"
+    );
+    // Rows where column B (by letter or header, matched as `lookup` matches) is a value.
+    let sumif = |range: &str, column: &str, value: Value| {
+        json!({"op": "aggregate", "range": range, "function": "sum", "column": column,
+               "value": value})
+    };
+    assert_eq!(
+        ok(&tools, sumif("C:C", "Category", json!(" HARDWARE"))).await,
+        "sum of C:C where B = \" HARDWARE\" = 52 (2 numeric cells)"
+    );
+    assert_eq!(
+        ok(&tools, sumif("C2:D4", "B", json!("tools"))).await,
+        "sum of C2:D4 where B = \"tools\" = 27 (2 numeric cells)"
+    );
+    // A numeric filter value matches numbers; a range's rows still bound the filter.
+    assert_eq!(
+        ok(&tools, sumif("D:D", "Count", json!("12"))).await,
+        "sum of D:D where C = \"12\" = 1.5 (1 numeric cells)"
+    );
+    assert_eq!(
+        ok(&tools, sumif("C3:C4", "Category", json!("hardware"))).await,
+        "sum of C3:C4 where B = \"hardware\" = 12 (1 numeric cells)"
+    );
+    assert_eq!(
+        ok(&tools, sumif("C:C", "Category", json!("paint"))).await,
+        "sum of C:C where B = \"paint\" = 0 (0 numeric cells)"
+    );
+    let none = op(
+        &tools,
+        json!({"op": "aggregate", "range": "C:C", "function": "max", "column": "B",
+               "value": "paint"}),
+    )
+    .await;
+    assert!(
+        none.message
+            .text()
+            .contains("C:C where B = \"paint\" holds no numbers"),
+        "{none:?}"
+    );
+    // The filter needs both halves and a real column.
+    for args in [
+        json!({"op": "aggregate", "range": "C:C", "function": "sum", "column": "B"}),
+        json!({"op": "aggregate", "range": "C:C", "function": "sum", "value": "tools"}),
+        json!({"op": "aggregate", "range": "C:C", "function": "sum", "column": "Colour",
+               "value": "red"}),
+    ] {
+        let out = op(&tools, args.clone()).await;
+        assert!(out.is_invalid_action(), "{args}: {out:?}");
+    }
+    assert_eq!(
+        book.cells("stock").unwrap().len(),
+        4,
+        "aggregates write nothing"
+    );
+}
+
+#[tokio::test]
+async fn adds_to_numeric_cells_only() {
+    let book = book();
+    let tools = toolbox(&book);
+    let add = |cell: &str, value: Value| json!({"op": "add", "cell": cell, "value": value});
+    assert_eq!(ok(&tools, add("C2", json!(15))).await, "C2 = 55 (was 40)");
+    assert_eq!(
+        ok(&tools, add("c3", json!(" -2.5"))).await,
+        "C3 = 9.5 (was 12)"
+    );
+    // An empty cell counts as 0.
+    assert_eq!(ok(&tools, add("F7", json!(3))).await, "F7 = 3 (was )");
+    assert_eq!(
+        book.get("stock", CellRef::parse("C2").unwrap()).unwrap(),
+        n(55.0)
+    );
+    // Text in the cell is a failure that leaves it alone; a non-number is invalid.
+    let text = op(&tools, add("A2", json!(1))).await;
+    assert!(matches!(text.error, Some(ToolError::Failed(_))), "{text:?}");
+    assert!(
+        text.message.text().contains("A2 holds the text \"bolt\""),
+        "{text:?}"
+    );
+    assert_eq!(
+        book.get("stock", CellRef::parse("A2").unwrap()).unwrap(),
+        t("bolt")
+    );
+    for value in [json!("many"), json!(null), json!([1])] {
+        let out = op(&tools, add("C2", value.clone())).await;
+        assert!(out.is_invalid_action(), "{value}: {out:?}");
+    }
+    ok(&tools, add("F7", json!(1.7e308))).await;
+    let huge = op(&tools, add("F7", json!(1.7e308))).await;
+    assert!(
+        huge.message.text().contains("not a finite number"),
+        "{huge:?}"
+    );
+    huge.error.expect("an overflowing add fails");
+    let kept = book.get("stock", CellRef::parse("F7").unwrap()).unwrap();
+    assert_eq!(kept, n(3.0 + 1.7e308));
 }
 
 #[tokio::test]

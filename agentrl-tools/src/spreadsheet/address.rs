@@ -1,4 +1,5 @@
-//! A1-style addresses: single columns `A`..`Z`, rows from 1, cells (`C4`) and ranges (`B2:D5`).
+//! A1-style addresses: single columns `A`..`Z`, rows from 1, cells (`C4`), ranges (`B2:D5`)
+//! and whole columns (`C:C`, `B:D`).
 
 /// Columns a sheet has: `A` to `Z`.
 pub const MAX_COLUMNS: usize = 26;
@@ -71,8 +72,12 @@ pub struct Range {
 }
 
 impl Range {
-    /// Parses `B2:D5` or a single cell `B2`; corners may come in any order.
+    /// Parses `B2:D5`, a single cell `B2`, or whole columns `C:C` / `B:D` (rows 1 to
+    /// [`MAX_ROWS`]); corners may come in any order.
     pub fn parse(text: &str) -> Result<Self, String> {
+        if let Some(range) = Self::parse_columns(text) {
+            return Ok(range);
+        }
         let (a, b) = match text.split_once(':') {
             Some((a, b)) => (CellRef::parse(a)?, CellRef::parse(b)?),
             None => {
@@ -92,6 +97,30 @@ impl Range {
         })
     }
 
+    /// Whole columns `C:C` or `B:D`, if `text` is that.
+    fn parse_columns(text: &str) -> Option<Self> {
+        let (a, b) = text.trim().split_once(':')?;
+        let (a, b) = (column_index(a)?, column_index(b)?);
+        if a.max(b) >= MAX_COLUMNS {
+            return None;
+        }
+        Some(Range {
+            start: CellRef {
+                column: a.min(b),
+                row: 1,
+            },
+            end: CellRef {
+                column: a.max(b),
+                row: MAX_ROWS,
+            },
+        })
+    }
+
+    /// Whether the range covers whole columns (every row from 1 to [`MAX_ROWS`]).
+    pub fn is_whole_columns(&self) -> bool {
+        self.start.row == 1 && self.end.row == MAX_ROWS
+    }
+
     /// Column indices covered, left to right.
     pub fn columns(&self) -> std::ops::RangeInclusive<usize> {
         self.start.column..=self.end.column
@@ -105,7 +134,10 @@ impl Range {
 
 impl std::fmt::Display for Range {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.start == self.end {
+        if self.is_whole_columns() {
+            let (a, b) = (self.start.column, self.end.column);
+            write!(f, "{}:{}", column_letter(a), column_letter(b))
+        } else if self.start == self.end {
             write!(f, "{}", self.start)
         } else {
             write!(f, "{}:{}", self.start, self.end)
@@ -124,8 +156,15 @@ mod tests {
         assert_eq!(r.to_string(), "B2:D5");
         assert_eq!(r.cell_count(), 12);
         assert_eq!(Range::parse("A1").unwrap().to_string(), "A1");
+        let column = Range::parse("c:c").unwrap();
+        assert_eq!(column.to_string(), "C:C");
+        assert_eq!((column.start.row, column.end.row), (1, MAX_ROWS));
+        assert_eq!(Range::parse("D:B").unwrap().to_string(), "B:D");
+        assert_eq!(Range::parse("D:B").unwrap().cell_count(), 30_000);
+        assert!(!Range::parse("C1:C9999").unwrap().is_whole_columns());
         for bad in [
-            "", "4C", "AA1", "A0", "A", "B2:", "A1:B2:C3", "Z10001", "A-1",
+            "", "4C", "AA1", "A0", "A", "B2:", "A1:B2:C3", "Z10001", "A-1", "C:", ":C", "AA:AB",
+            "C:C:C", "C2:C",
         ] {
             assert!(Range::parse(bad).is_err(), "{bad}");
         }

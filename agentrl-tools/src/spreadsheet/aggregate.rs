@@ -1,7 +1,9 @@
 //! Aggregates over a range of a sheet (`sum`, `avg`, `min`, `max`, `count`), computed by
-//! SQLite over the range's cells.
+//! SQLite over the range's cells, optionally only in the rows where one column matches a value
+//! (like a spreadsheet's `SUMIF`).
 
 use super::address::{Range, column_letter};
+use super::table::CellMatch;
 
 /// What `Workbook::aggregate` computes over the numeric cells of a range (`count` counts
 /// every non-empty cell).
@@ -49,12 +51,21 @@ impl Aggregate {
 impl Aggregate {
     /// The SQL giving `(value, cells used)` for the range of `table` whose rows are bound as
     /// `?1..=?2`: numbers only (text is skipped), except that `count` counts non-empty cells.
-    pub(crate) fn query(self, table: &str, range: &Range) -> String {
+    /// With `filter`, only the rows whose cell in that column matches the value bound as
+    /// `?3`/`?4` (see [`CellMatch`]).
+    pub(crate) fn query(self, table: &str, range: &Range, filter: Option<usize>) -> String {
+        let rows = match filter {
+            Some(column) => format!(
+                "row BETWEEN ?1 AND ?2 AND {}",
+                CellMatch::condition(column, 3)
+            ),
+            None => "row BETWEEN ?1 AND ?2".to_string(),
+        };
         let cells: Vec<String> = range
             .columns()
             .map(|c| {
                 let col = column_letter(c);
-                format!("SELECT {col} AS v FROM {table} WHERE row BETWEEN ?1 AND ?2")
+                format!("SELECT {col} AS v FROM {table} WHERE {rows}")
             })
             .collect();
         let cells = cells.join(" UNION ALL ");

@@ -52,6 +52,47 @@ pub(crate) fn insert_row(
     conn.execute(&sql, params_from_iter(values)).map(|_| ())
 }
 
+/// A cell value to match a column against, as SQL parameters: the text to compare trimmed and
+/// case-insensitive, and the number to compare numerically (when the value is or reads as one).
+#[derive(Debug, Clone)]
+pub(crate) struct CellMatch {
+    /// The value as text.
+    text: String,
+    /// The value as a number, if it is one.
+    number: Option<f64>,
+}
+
+impl CellMatch {
+    /// The match for `value`: a number matches equal numbers, a numeric string too.
+    pub(crate) fn new(value: &Cell) -> Self {
+        let text = value.to_string();
+        let number = match value {
+            Cell::Number(n) => Some(*n),
+            _ => text.trim().parse::<f64>().ok(),
+        };
+        CellMatch { text, number }
+    }
+
+    /// The SQL condition "column `column` matches", with the text bound as `?{first}` and the
+    /// number as `?{first + 1}` (see [`CellMatch::params`]).
+    pub(crate) fn condition(column: usize, first: usize) -> String {
+        let col = column_letter(column);
+        let (text, number) = (first, first + 1);
+        format!(
+            "((typeof({col}) = 'text' AND lower(trim({col})) = lower(trim(?{text}))) OR \
+             (?{number} IS NOT NULL AND typeof({col}) IN ('integer', 'real') AND {col} = ?{number}))"
+        )
+    }
+
+    /// The two parameters [`CellMatch::condition`] binds, in order.
+    pub(crate) fn params(&self) -> [Value; 2] {
+        [
+            Value::Text(self.text.clone()),
+            self.number.map_or(Value::Null, Value::Real),
+        ]
+    }
+}
+
 /// Rows of `sheet` (all, or those in `rows`), each with the first `width` cells.
 pub(crate) fn select_rows(
     conn: &Connection,

@@ -5,12 +5,13 @@
 use std::time::Duration;
 
 use agentrl_core::Result;
-use rusqlite::Connection;
+use rusqlite::types::Value;
+use rusqlite::{Connection, params_from_iter};
 
 use super::address::{CellRef, MAX_COLUMNS, Range, column_letter};
 use super::aggregate::Aggregate;
 use super::cell::Cell;
-use super::table::{SheetRow, check_name, insert_row, select_rows, table};
+use super::table::{CellMatch, SheetRow, check_name, insert_row, select_rows, table};
 use crate::sql::{SqlDatabase, describe_error};
 
 /// Time one workbook operation may take.
@@ -166,21 +167,16 @@ impl Workbook {
         value: &Cell,
     ) -> Result<Vec<SheetRow>, String> {
         self.require(sheet)?;
-        let text = value.to_string();
-        let number = match value {
-            Cell::Number(n) => Some(*n),
-            _ => text.trim().parse::<f64>().ok(),
-        };
-        let col = column_letter(column);
         let sql = format!(
-            "SELECT row FROM {} WHERE (typeof({col}) = 'text' AND lower(trim({col})) = \
-             lower(trim(?1))) OR (?2 IS NOT NULL AND typeof({col}) IN ('integer', 'real') \
-             AND {col} = ?2) ORDER BY row",
-            table(sheet)
+            "SELECT row FROM {} WHERE {} ORDER BY row",
+            table(sheet),
+            CellMatch::condition(column, 1)
         );
         let rows: Vec<u32> = self.run(|conn| {
             let mut stmt = conn.prepare(&sql)?;
-            let rows = stmt.query_map(rusqlite::params![text, number], |r| r.get(0))?;
+            let rows = stmt.query_map(params_from_iter(CellMatch::new(value).params()), |r| {
+                r.get(0)
+            })?;
             rows.collect()
         })?;
         let all = self.cells(sheet)?;
@@ -229,20 +225,45 @@ impl Workbook {
         Ok(row)
     }
 
-    /// `function` over `range` (computed by SQLite); returns the value (`None` when there are
-    /// no numbers to take an average, minimum or maximum of) and the number of cells it used.
+    /// `function` over `range` (computed by SQLite), or over the range's rows whose cell in
+    /// column `filter.0` matches `filter.1` as in [`Workbook::lookup`] (a `SUMIF`); returns the
+    /// value (`None` when there are no numbers to take an average, minimum or maximum of) and
+    /// the number of cells it used.
     pub fn aggregate(
         &self,
         sheet: &str,
         range: &Range,
         function: Aggregate,
+        filter: Option<(usize, &Cell)>,
     ) -> Result<(Option<f64>, usize), String> {
         self.require(sheet)?;
-        let sql = function.query(&table(sheet), range);
+        let sql = function.query(&table(sheet), range, filter.map(|(column, _)| column));
+        let rows = [range.start.row, range.end.row].map(|r| Value::Integer(r.into()));
+        let matched = filter.map(|(_, value)| CellMatch::new(value).params());
+        let params = rows.into_iter().chain(matched.into_iter().flatten());
         self.run(|conn| {
-            conn.query_row(&sql, [range.start.row, range.end.row], |r| {
+            conn.query_row(&sql, params_from_iter(params), |r| {
                 Ok((r.get::<_, Option<f64>>(0)?, r.get::<_, i64>(1)? as usize))
             })
         })
+    }
+
+    /// Adds `amount` to the number in cell `at` (an empty cell counts as 0) and returns the
+    /// old and new values; a cell holding text is an error and is left as it was.
+    pub fn add(&self, sheet: &str, at: CellRef, amount: f64) -> Result<(Cell, Cell), String> {
+        let old = self.get(sheet, at)?;
+        let sum = match old {
+            Cell::Number(n) => n + amount,
+            Cell::Empty => amount,
+            Cell::Text(ref t) => {
+                return Err(format!("{at} holds the text {t:?}, not a number to add to"));
+            }
+        };
+        if !sum.is_finite() {
+            return Err(format!("{old} + {amount} is not a finite number"));
+        }
+        let new = Cell::Number(sum);
+        self.write(sheet, at, &new)?;
+        Ok((old, new))
     }
 }
