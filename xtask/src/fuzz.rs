@@ -2,8 +2,9 @@
 //!
 //! Installs cargo-fuzz when `cargo +nightly fuzz` is missing, then runs each target for N
 //! seconds with libFuzzer (`-rss_limit_mb=2048 -timeout=10 -print_final_stats=1`), starting
-//! from the committed seeds of `fuzz/corpus/TARGET` and writing the inputs it grows into the
-//! git-ignored `fuzz/corpus-local/TARGET` (the crashes saved in `fuzz/regressions/TARGET` are
+//! from the committed seeds of `fuzz/corpus/TARGET` (and, for `run_toml`, every shipped run
+//! config, copied afresh into the git-ignored `fuzz/corpus-shipped/run_toml`) and writing the
+//! inputs it grows into the git-ignored `fuzz/corpus-local/TARGET` (the crashes saved in `fuzz/regressions/TARGET` are
 //! replayed by the stable tests, `*/tests/fuzz_regressions.rs`). Prints one row per target (executions, exec/s, crashes, timeouts
 //! and out-of-memory findings, all written under `fuzz/artifacts/TARGET`) and fails when any
 //! target found something. Each run's full libFuzzer output is kept in
@@ -18,13 +19,17 @@ use std::time::Instant;
 
 use crate::{Failure, Result, describe, section};
 
-/// A fuzz target: its binary name in `fuzz/Cargo.toml`, and whether it needs the `trainer`
-/// feature (agentrl-trainer, which links libtorch).
+/// A fuzz target: its binary name in `fuzz/Cargo.toml`, whether it needs the `trainer`
+/// feature (agentrl-trainer, which links libtorch), and the shipped files it also starts from.
 struct Target {
     /// The `[[bin]]` name.
     name: &'static str,
     /// Built with `--features trainer` (and run with libtorch on the library path).
     trainer: bool,
+    /// Folders (from the repository root) searched recursively for seeds too, and the file
+    /// extension that makes a file one (`run_toml`: every shipped run config).
+    /// They are copied afresh before each run, so no committed copy can drift from them.
+    shipped: Option<(&'static [&'static str], &'static str)>,
 }
 
 /// Every target, in the order they run.
@@ -35,6 +40,7 @@ const TARGETS: [Target; 11] = [
     Target {
         name: "run_toml",
         trainer: true,
+        shipped: Some((&["configs", "examples"], "toml")),
     },
     Target::plain("reward_tree"),
     Target::plain("gguf"),
@@ -51,6 +57,7 @@ impl Target {
         Target {
             name,
             trainer: false,
+            shipped: None,
         }
     }
 }
@@ -219,6 +226,7 @@ fn run_target(
         fs::create_dir_all(dir)
             .map_err(|e| Failure::new(format!("creating {}: {e}", dir.display())))?;
     }
+    let shipped = copy_shipped_seeds(root, target)?;
     let before = list(&artifacts);
     let mut cmd = nightly_cargo(root);
     cmd.args(["fuzz", "run"]);
@@ -251,6 +259,7 @@ fn run_target(
     // Saved crashes are replayed by the stable tests, not here: one long input would make
     // libFuzzer mutate inputs of its length and slow every target down.
     cmd.arg(target.name).arg(&local).arg(&seeds);
+    cmd.args(&shipped);
     cmd.arg("--").args([
         format!("-max_total_time={seconds}"),
         "-rss_limit_mb=2048".to_string(),
@@ -309,6 +318,58 @@ fn run_target(
         hangs,
         failed: (!status.success()).then(|| status.to_string()),
     })
+}
+
+/// Copies the shipped files `target` also starts from (see [`Target::shipped`]) into the
+/// git-ignored `fuzz/corpus-shipped/TARGET`, emptied first, each named by its path with `/` as
+/// `_`; returns that folder, or `None` when the target has no shipped seeds.
+fn copy_shipped_seeds(root: &Path, target: &Target) -> Result<Option<PathBuf>> {
+    let Some((folders, extension)) = target.shipped else {
+        return Ok(None);
+    };
+    let dir = root.join("fuzz").join("corpus-shipped").join(target.name);
+    let fail = |what: &str, path: &Path, e: std::io::Error| {
+        Failure::new(format!("fuzz: {what} {}: {e}", path.display()))
+    };
+    if dir.exists() {
+        fs::remove_dir_all(&dir).map_err(|e| fail("emptying", &dir, e))?;
+    }
+    fs::create_dir_all(&dir).map_err(|e| fail("creating", &dir, e))?;
+    let mut files = Vec::new();
+    for folder in folders {
+        files_with_extension(&root.join(folder), extension, &mut files);
+    }
+    for file in &files {
+        let relative = file.strip_prefix(root).unwrap_or(file);
+        let name = relative.to_string_lossy().replace('/', "_");
+        fs::copy(file, dir.join(name)).map_err(|e| fail("copying", file, e))?;
+    }
+    println!(
+        "  ({} shipped .{extension} files added as seeds from {})",
+        files.len(),
+        folders.join(", ")
+    );
+    Ok(Some(dir))
+}
+
+/// Appends to `out` every regular file under `dir` (recursively, links not followed) whose
+/// name ends in `.extension`.
+fn files_with_extension(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    paths.sort();
+    for path in paths {
+        let Ok(kind) = fs::symlink_metadata(&path).map(|m| m.file_type()) else {
+            continue;
+        };
+        if kind.is_dir() {
+            files_with_extension(&path, extension, out);
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == extension) {
+            out.push(path);
+        }
+    }
 }
 
 /// The file names in `dir` (empty when it cannot be read).
@@ -395,6 +456,33 @@ fn print_table(rows: &[Row]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shipped_run_configs_become_seeds() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut configs = Vec::new();
+        files_with_extension(&root.join("configs"), "toml", &mut configs);
+        let names: Vec<String> = configs
+            .iter()
+            .filter_map(|p| p.strip_prefix(&root).ok())
+            .map(|p| p.to_string_lossy().replace('/', "_"))
+            .collect();
+        assert!(
+            names.contains(&"configs_multitask.toml".to_string()),
+            "{names:?}"
+        );
+        assert!(
+            names.iter().any(|n| n.starts_with("configs_ablation_")),
+            "subfolders are searched: {names:?}"
+        );
+        assert!(
+            configs
+                .iter()
+                .all(|p| p.extension().is_some_and(|e| e == "toml"))
+        );
+        let run_toml = TARGETS.iter().find(|t| t.name == "run_toml");
+        assert!(run_toml.is_some_and(|t| t.shipped.is_some()));
+    }
 
     #[test]
     fn final_stats_win_over_status_lines() {
