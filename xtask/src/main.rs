@@ -301,6 +301,7 @@ fn build_agentrl(root: &Path) -> Result<PathBuf> {
 /// the multi-task run) for seeds `0..N` (default 3) into `runs/ablation/NAME-seedK`, then
 /// `agentrl compare` writes the table to `runs/ablation/table.md` and prints it. Each seed's
 /// SFT runs once, in the first variant; the others start from its weights (`--sft-from`).
+/// A run that already has its `summary.json` is kept, not run again.
 fn cmd_ablation(args: &[OsString]) -> Result<()> {
     let seeds: u64 = match args {
         [] => 3,
@@ -338,18 +339,13 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
                 .unwrap_or_default();
             section(&format!("ablation: {name}, seed {seed}"));
             let run_dir = runs.join(format!("{name}-seed{seed}"));
-            let mut demo = Command::new(&exe);
-            demo.current_dir(&root)
-                .arg("demo")
-                .arg("--config")
-                .arg(config)
-                .arg("--run-dir")
-                .arg(&run_dir)
-                .args(["--fresh", "--seed", &seed.to_string()]);
-            if let Some(weights) = &shared_sft {
-                demo.arg("--sft-from").arg(weights);
+            // A finished run (it has its summary) is kept, so an interrupted ablation, or one
+            // run a seed at a time, picks up where it stopped; `rm -r` a run to redo it.
+            if run_dir.join("summary.json").is_file() {
+                println!("{} is finished; kept", run_dir.display());
+            } else {
+                run_variant(&exe, &root, config, &run_dir, seed, shared_sft.as_deref())?;
             }
-            run("agentrl demo", &mut demo)?;
             if shared_sft.is_none() {
                 shared_sft = Some(run_dir.join("checkpoints").join("sft.safetensors"));
             }
@@ -375,6 +371,30 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
     println!("{table}");
     println!("written to {}", out.display());
     Ok(())
+}
+
+/// One ablation run: `agentrl demo` with `config` and `seed` into `run_dir` (fresh), starting
+/// from `sft` weights when given.
+fn run_variant(
+    exe: &Path,
+    root: &Path,
+    config: &Path,
+    run_dir: &Path,
+    seed: u64,
+    sft: Option<&Path>,
+) -> Result<()> {
+    let mut demo = Command::new(exe);
+    demo.current_dir(root)
+        .arg("demo")
+        .arg("--config")
+        .arg(config)
+        .arg("--run-dir")
+        .arg(run_dir)
+        .args(["--fresh", "--seed", &seed.to_string()]);
+    if let Some(weights) = sft {
+        demo.arg("--sft-from").arg(weights);
+    }
+    run("agentrl demo", &mut demo)
 }
 
 /// `cargo xtask bench`: setup, then the workspace benchmarks.
