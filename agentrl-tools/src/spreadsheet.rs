@@ -211,18 +211,13 @@ fn run_op(book: &Workbook, args: &SpreadsheetArgs) -> Result<String, ToolError> 
         }
         "add" => {
             let at = CellRef::parse(needed(&args.cell, "cell", op)?).map_err(invalid)?;
-            let amount = match value_arg(args, op)? {
-                Cell::Number(n) => n,
-                Cell::Text(t) if t.trim().parse::<f64>().is_ok_and(f64::is_finite) => {
-                    t.trim().parse().unwrap_or_default()
-                }
-                other => {
-                    return Err(invalid(format!(
-                        "op `add` needs a number as `value`, not {:?}",
-                        other.to_string()
-                    )));
-                }
-            };
+            let value = value_arg(args, op)?;
+            let amount = value.as_number().ok_or_else(|| {
+                invalid(format!(
+                    "op `add` needs a number as `value`, not {:?}",
+                    value.to_string()
+                ))
+            })?;
             let (old, new) = book.add(&sheet, at, amount).map_err(failed)?;
             Ok(format!("{at} = {new} (was {old})"))
         }

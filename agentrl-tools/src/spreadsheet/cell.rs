@@ -58,6 +58,15 @@ impl Cell {
         }
     }
 
+    /// The cell as a number: a number, or text that reads as a finite one (trimmed).
+    pub fn as_number(&self) -> Option<f64> {
+        match self {
+            Cell::Number(n) => Some(*n),
+            Cell::Text(t) => t.trim().parse::<f64>().ok().filter(|f| f.is_finite()),
+            Cell::Empty => None,
+        }
+    }
+
     /// Whether the cell is empty.
     pub fn is_empty(&self) -> bool {
         matches!(self, Cell::Empty)
@@ -103,6 +112,10 @@ mod tests {
         assert!(Cell::from_json(&serde_json::json!([1])).is_err());
         assert_eq!(Cell::Number(40.0).to_string(), "40");
         assert_eq!(Cell::Number(2.5).to_string(), "2.5");
+        assert_eq!(Cell::text(" -2.5 ").as_number(), Some(-2.5));
+        for not_a_number in [Cell::text("many"), Cell::text("inf"), Cell::Empty] {
+            assert_eq!(not_a_number.as_number(), None, "{not_a_number:?}");
+        }
         let json = serde_json::to_string(&vec![Cell::Empty, Cell::text("a"), Cell::Number(1.0)]);
         assert_eq!(json.unwrap(), r#"[null,"a",1.0]"#);
         let back: Vec<Cell> = serde_json::from_str(r#"[null,"a",1]"#).unwrap();

@@ -65,12 +65,10 @@ pub(crate) struct CellMatch {
 impl CellMatch {
     /// The match for `value`: a number matches equal numbers, a numeric string too.
     pub(crate) fn new(value: &Cell) -> Self {
-        let text = value.to_string();
-        let number = match value {
-            Cell::Number(n) => Some(*n),
-            _ => text.trim().parse::<f64>().ok(),
-        };
-        CellMatch { text, number }
+        CellMatch {
+            text: value.to_string(),
+            number: value.as_number(),
+        }
     }
 
     /// The SQL condition "column `column` matches", with the text bound as `?{first}` and the

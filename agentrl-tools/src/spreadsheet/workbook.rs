@@ -186,6 +186,12 @@ impl Workbook {
     /// Sets one cell and returns its previous value.
     pub fn write(&self, sheet: &str, at: CellRef, value: &Cell) -> Result<Cell, String> {
         let old = self.get(sheet, at)?;
+        self.set(sheet, at, value)?;
+        Ok(old)
+    }
+
+    /// Sets one cell of an existing sheet (creating its row when needed).
+    fn set(&self, sheet: &str, at: CellRef, value: &Cell) -> Result<(), String> {
         let sql = format!(
             "UPDATE {} SET {} = ?1 WHERE row = ?2",
             table(sheet),
@@ -198,7 +204,7 @@ impl Workbook {
             )?;
             conn.execute(&sql, rusqlite::params![value.to_sql(), at.row])
         })?;
-        Ok(old)
+        Ok(())
     }
 
     /// Writes `values` from column A into the row after the last used one; returns its number.
@@ -263,7 +269,7 @@ impl Workbook {
             return Err(format!("{old} + {amount} is not a finite number"));
         }
         let new = Cell::Number(sum);
-        self.write(sheet, at, &new)?;
+        self.set(sheet, at, &new)?;
         Ok((old, new))
     }
 }
