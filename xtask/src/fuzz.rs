@@ -340,8 +340,7 @@ fn copy_shipped_seeds(root: &Path, target: &Target) -> Result<Option<PathBuf>> {
         files_with_extension(&root.join(folder), extension, &mut files);
     }
     for file in &files {
-        let relative = file.strip_prefix(root).unwrap_or(file);
-        let name = relative.to_string_lossy().replace('/', "_");
+        let name = seed_name(root, file);
         fs::copy(file, dir.join(name)).map_err(|e| fail("copying", file, e))?;
     }
     println!(
@@ -350,6 +349,13 @@ fn copy_shipped_seeds(root: &Path, target: &Target) -> Result<Option<PathBuf>> {
         folders.join(", ")
     );
     Ok(Some(dir))
+}
+
+/// The seed file name of shipped `file`: its path from `root` with `/` as `_`, so that files of
+/// the same name in different folders stay apart.
+fn seed_name(root: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(root).unwrap_or(file);
+    relative.to_string_lossy().replace('/', "_")
 }
 
 /// Appends to `out` every regular file under `dir` (recursively, links not followed) whose
@@ -462,11 +468,7 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut configs = Vec::new();
         files_with_extension(&root.join("configs"), "toml", &mut configs);
-        let names: Vec<String> = configs
-            .iter()
-            .filter_map(|p| p.strip_prefix(&root).ok())
-            .map(|p| p.to_string_lossy().replace('/', "_"))
-            .collect();
+        let names: Vec<String> = configs.iter().map(|p| seed_name(&root, p)).collect();
         assert!(
             names.contains(&"configs_multitask.toml".to_string()),
             "{names:?}"
