@@ -303,6 +303,11 @@ pub struct SftConfig {
     pub batch_size: usize,
     /// Peak learning rate (cosine decay to 10%).
     pub lr: f64,
+    /// How the per-token cross-entropy is reduced: `token-mean` (default; every token weighs
+    /// the same, so envs with long episodes dominate a mixture) or `seq-mean-token-mean` (every
+    /// demonstration weighs the same, whatever its length).
+    #[serde(default, skip_serializing_if = "is_token_mean")]
+    pub loss_agg: LossAgg,
     /// Knobs of the env's imperfect demonstrator (`agentrl env list` names each env's), passed
     /// to [`EnvFactory::demonstrator`](agentrl_env::EnvFactory::demonstrator); empty: the
     /// env's reference solver. A knob the env does not know is an error naming both.
@@ -784,6 +789,11 @@ impl From<RlConfig> for RlTable {
 fn default_clip() -> f64 {
     0.2
 }
+/// Serde's `skip_serializing_if` for [`SftConfig::loss_agg`]: the default is left out.
+fn is_token_mean(agg: &LossAgg) -> bool {
+    *agg == LossAgg::TokenMean
+}
+
 fn default_loss_agg_norm() -> f64 {
     DEFAULT_LOSS_AGG_NORM
 }
@@ -1161,6 +1171,13 @@ impl RunConfig {
         let mut rates = vec![("rl.lr", rl.lr)];
         if let Some(sft) = &self.sft {
             rates.push(("sft.lr", sft.lr));
+            if sft.loss_agg == LossAgg::SeqMeanTokenSumNorm {
+                return Err(
+                    "sft.loss_agg must be \"token-mean\" or \"seq-mean-token-mean\" \
+                     (\"seq-mean-token-sum-norm\" is a policy-loss option of [rl])"
+                        .into(),
+                );
+            }
         }
         if let Some(gae) = rl.advantage.gae() {
             rates.push(("rl.critic_lr", gae.critic_lr.unwrap_or(rl.lr)));

@@ -402,8 +402,29 @@ impl Learner {
     /// which our AdamW's different rounding (within 1e-6 a step) would change. RL then starts
     /// [`AdamW`] with fresh moments.
     pub fn sft_step(&mut self, batch: &[&Trajectory], grad_clip: f64) -> UpdateStats {
+        self.sft_step_aggregated(batch, grad_clip, LossAgg::TokenMean)
+    }
+
+    /// [`Learner::sft_step`] with the cross-entropy reduced as `agg` says: under
+    /// [`LossAgg::SeqMeanTokenMean`] each demonstration weighs the same, so a mixture's short
+    /// episodes are not outweighed by its long ones. The entropy statistic stays a token mean.
+    pub fn sft_step_aggregated(
+        &mut self,
+        batch: &[&Trajectory],
+        grad_clip: f64,
+        agg: LossAgg,
+    ) -> UpdateStats {
         let chunks = pack_by_length(batch, self.micro_batch, SFT_PADDED_TOKENS, self.device);
         let denom = chunks.iter().map(|p| p.tokens).sum::<usize>().max(1) as f64;
+        let norms = Normalisers {
+            tokens: denom,
+            sequences: chunks
+                .iter()
+                .map(|p| trained_sequences(&p.mask))
+                .sum::<usize>()
+                .max(1) as f64,
+            norm: DEFAULT_LOSS_AGG_NORM,
+        };
         let mut opt = match self.sft_opt.take() {
             Some(opt) => opt,
             None => match nn::adamw(0.9, 0.95, 0.01).build(&self.vs, self.lr) {
@@ -421,7 +442,7 @@ impl Learner {
         let mut stats = UpdateStats::default();
         for packed in chunks.iter().filter(|p| p.tokens > 0) {
             let (logp, entropy) = self.model.token_logprobs(&packed.ids, 1.0);
-            let loss = -(&logp * &packed.mask).sum(Kind::Float) / denom;
+            let loss = aggregate(&-logp, &packed.mask, agg, &norms);
             loss.backward();
             stats.loss += loss.double_value(&[]);
             stats.entropy += tch::no_grad(|| (entropy * &packed.mask).sum(Kind::Float) / denom)

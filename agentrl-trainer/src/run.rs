@@ -274,7 +274,7 @@ impl Run {
             let batch: Vec<&Trajectory> = (0..cfg.batch_size)
                 .map(|_| usable[(rng.next_u64() % usable.len() as u64) as usize])
                 .collect();
-            let stats = learner.sft_step(&batch, 1.0);
+            let stats = learner.sft_step_aggregated(&batch, 1.0, cfg.loss_agg);
             non_finite_skipped += usize::from(stats.skipped_non_finite);
             progress.inc(1);
             if (step + 1) % 25 == 0 || step + 1 == cfg.steps {

@@ -5,6 +5,7 @@ use agentrl_core::Trajectory;
 use agentrl_policy::GptConfig;
 use agentrl_trainer::critic::Critic;
 use agentrl_trainer::learner::{Advantages, GrpoParams, Learner, pack};
+use agentrl_trainer::loss::LossAgg;
 use tch::{Device, Kind, Tensor};
 
 mod common;
@@ -76,6 +77,46 @@ fn sft_lowers_the_loss_on_its_data() {
         last = learner.sft_step(&[&t], 1.0).loss;
     }
     assert!(last < first * 0.5, "loss {first} -> {last}");
+}
+
+#[test]
+fn sft_loss_aggregation_weighs_tokens_or_demonstrations() {
+    // A 6-token and a 1-token demonstration: the token mean is dominated by the long one, the
+    // sequence mean weighs both alike.
+    let long = traj(vec![1, 2], vec![7, 8, 9, 10, 11, 12], vec![0.0; 6]);
+    let short = traj(vec![3], vec![4], vec![0.0]);
+    let reference = seeded_learner(7, 1e-2);
+    let nll = |t: &Trajectory| -> Vec<f64> {
+        policy_logprobs(&reference, t)
+            .iter()
+            .map(|l| -f64::from(*l))
+            .collect()
+    };
+    let (a, b) = (nll(&long), nll(&short));
+    let token_mean = (a.iter().sum::<f64>() + b.iter().sum::<f64>()) / 7.0;
+    let seq_mean = (a.iter().sum::<f64>() / 6.0 + b[0]) / 2.0;
+    assert!(
+        (token_mean - seq_mean).abs() > 1e-3,
+        "the two must differ to tell them apart"
+    );
+
+    let loss = |agg: LossAgg| {
+        let mut learner = seeded_learner(7, 1e-2);
+        learner.sft_step_aggregated(&[&long, &short], 1.0, agg).loss
+    };
+    let by_tokens = loss(LossAgg::TokenMean);
+    let by_demos = loss(LossAgg::SeqMeanTokenMean);
+    assert!(
+        (by_tokens - token_mean).abs() < 1e-5,
+        "{by_tokens} vs {token_mean}"
+    );
+    assert!(
+        (by_demos - seq_mean).abs() < 1e-5,
+        "{by_demos} vs {seq_mean}"
+    );
+    // `sft_step` is the token mean.
+    let mut plain = seeded_learner(7, 1e-2);
+    assert_eq!(plain.sft_step(&[&long, &short], 1.0).loss, by_tokens);
 }
 
 #[test]

@@ -487,6 +487,32 @@ fn rl_loss_keys_parse_with_defaults_that_keep_the_plain_surrogate() {
 }
 
 #[test]
+fn sft_loss_agg_parses_round_trips_and_refuses_the_rl_only_option() {
+    let base = include_str!("../../configs/demo.toml");
+    assert_eq!(
+        RunConfig::from_toml_str(base, "demo.toml")
+            .unwrap()
+            .sft()
+            .unwrap()
+            .loss_agg,
+        LossAgg::TokenMean
+    );
+    let with = |agg: &str| base.replacen("[sft]\n", &format!("[sft]\nloss_agg = \"{agg}\"\n"), 1);
+    let cfg = RunConfig::from_toml_str(&with("seq-mean-token-mean"), "demo.toml").unwrap();
+    assert_eq!(cfg.sft().unwrap().loss_agg, LossAgg::SeqMeanTokenMean);
+    let again = RunConfig::from_toml_str(&toml::to_string_pretty(&cfg).unwrap(), "copy").unwrap();
+    assert_eq!(again.sft().unwrap().loss_agg, LossAgg::SeqMeanTokenMean);
+    let err = RunConfig::from_toml_str(&with("seq-mean-token-sum-norm"), "demo.toml")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("sft.loss_agg") && err.contains("demo.toml"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bad_loss_options_name_the_key() {
     let cases = [
         ("dual_clip = 1.0", &["rl.dual_clip", "> 1"][..]),
