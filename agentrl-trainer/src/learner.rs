@@ -121,6 +121,58 @@ impl GrpoParams {
     }
 }
 
+/// Behaviour cloning's optimiser: libtorch's AdamW when every trainable weight is fp32; ours
+/// ([`AdamW`], fp32 master copies and stochastic rounding) when some are bf16, on which
+/// libtorch's would round small steps away.
+enum SftOptimiser {
+    Libtorch(nn::Optimizer),
+    Master(AdamW),
+}
+
+impl SftOptimiser {
+    /// The optimiser for `vs`'s trainable variables at `lr` (β = 0.9, 0.95, weight decay 0.01).
+    fn for_weights(vs: &nn::VarStore, lr: f64) -> std::result::Result<Self, tch::TchError> {
+        let all_fp32 = vs
+            .trainable_variables()
+            .iter()
+            .all(|v| v.kind() == Kind::Float);
+        if !all_fp32 {
+            return Ok(SftOptimiser::Master(AdamW::new(vs, lr, 0.01)));
+        }
+        nn::adamw(0.9, 0.95, 0.01)
+            .build(vs, lr)
+            .map(SftOptimiser::Libtorch)
+    }
+
+    fn set_lr(&mut self, lr: f64) {
+        match self {
+            SftOptimiser::Libtorch(opt) => opt.set_lr(lr),
+            SftOptimiser::Master(opt) => opt.set_lr(lr),
+        }
+    }
+
+    fn zero_grad(&mut self) {
+        match self {
+            SftOptimiser::Libtorch(opt) => opt.zero_grad(),
+            SftOptimiser::Master(opt) => opt.zero_grad(),
+        }
+    }
+
+    /// Clips the gradients to a global norm of `grad_clip` and steps, unless the loss or the
+    /// gradients are not finite.
+    fn clip_and_step(
+        &mut self,
+        vs: &nn::VarStore,
+        grad_clip: f64,
+        loss: f64,
+    ) -> crate::optim::OptimiserStep {
+        match self {
+            SftOptimiser::Libtorch(opt) => libtorch_clip_and_step(vs, opt, grad_clip, loss),
+            SftOptimiser::Master(opt) => opt.clip_and_step(grad_clip, "SFT", loss),
+        }
+    }
+}
+
 /// The trainable model with its optimiser and (optionally) a frozen reference copy. The model
 /// is a [`agentrl_policy::TinyGpt`] or a Llama-family decoder, fully trainable or with LoRA adapters (then only
 /// the adapters train, and only they travel to the rollout policy).
@@ -130,9 +182,8 @@ pub struct Learner {
     spec: ModelSpec,
     /// The policy-gradient (and critic-side) optimiser, whose state checkpoints keep.
     opt: AdamW,
-    /// Behaviour cloning's optimiser: libtorch's AdamW, built at the first SFT step (see
-    /// [`Learner::sft_step`]).
-    sft_opt: Option<nn::Optimizer>,
+    /// Behaviour cloning's optimiser, built at the first SFT step (see [`Learner::sft_step`]).
+    sft_opt: Option<SftOptimiser>,
     /// The learning rate last set.
     lr: f64,
     reference: Option<(nn::VarStore, Box<dyn PolicyModel>)>,
@@ -397,10 +448,12 @@ impl Learner {
     /// packed by length ([`pack_by_length`]), so short and long demonstrations do not pad each
     /// other.
     ///
-    /// SFT steps with libtorch's AdamW rather than [`AdamW`]: SFT is never resumed midway (an
-    /// interrupted SFT starts again), and the demo's result hangs on the exact SFT weights,
-    /// which our AdamW's different rounding (within 1e-6 a step) would change. RL then starts
-    /// [`AdamW`] with fresh moments.
+    /// An fp32 model's SFT steps with libtorch's AdamW rather than [`AdamW`]: SFT is never
+    /// resumed midway (an interrupted SFT starts again), and the demo's result hangs on the
+    /// exact SFT weights, which our AdamW's different rounding (within 1e-6 a step) would
+    /// change. A model with bf16 trainable weights steps with [`AdamW`], whose fp32 master
+    /// copies keep the small steps that bf16 would round away. RL then starts [`AdamW`] with
+    /// fresh moments.
     pub fn sft_step(&mut self, batch: &[&Trajectory], grad_clip: f64) -> UpdateStats {
         self.sft_step_aggregated(batch, grad_clip, LossAgg::TokenMean)
     }
@@ -427,7 +480,7 @@ impl Learner {
         };
         let mut opt = match self.sft_opt.take() {
             Some(opt) => opt,
-            None => match nn::adamw(0.9, 0.95, 0.01).build(&self.vs, self.lr) {
+            None => match SftOptimiser::for_weights(&self.vs, self.lr) {
                 Ok(opt) => opt,
                 Err(e) => {
                     tracing::error!("building libtorch's AdamW for SFT failed: {e}");
@@ -449,7 +502,7 @@ impl Learner {
                 .double_value(&[]);
             stats.tokens += packed.tokens;
         }
-        let step = libtorch_clip_and_step(&self.vs, &mut opt, grad_clip, stats.loss);
+        let step = opt.clip_and_step(&self.vs, grad_clip, stats.loss);
         stats.grad_norm = step.grad_norm;
         stats.skipped_non_finite = step.skipped_non_finite;
         self.sft_opt = Some(opt);

@@ -5,7 +5,9 @@
 //!
 //! The update is PyTorch's AdamW (decoupled weight decay, bias-corrected moments) computed in
 //! fp32 whatever the weights' dtype: a low-precision weight takes its value from its master
-//! copy after every step, so small updates accumulate instead of rounding away.
+//! copy after every step, so small updates accumulate instead of rounding away. A bf16 weight
+//! takes it stochastically rounded, so the weights the model computes with follow the master
+//! in expectation from the first step on (see [`stochastic_bf16`]).
 
 use std::collections::HashMap;
 
@@ -157,7 +159,7 @@ impl AdamW {
         let step_size = self.lr / bias1;
         let decay = 1.0 - self.lr * self.weight_decay;
         tch::no_grad(|| {
-            for p in &mut self.params {
+            for (index, p) in self.params.iter_mut().enumerate() {
                 let grad = p.var.grad();
                 if !grad.defined() {
                     continue;
@@ -187,7 +189,9 @@ impl AdamW {
                 let _ = v.addcmul_(&grad, &(&grad * (1.0 - BETA2)));
                 let denom = v.sqrt() / bias2_sqrt + EPS;
                 let _ = weight.g_add_(&(&*m * (-step_size) / denom));
-                if low_precision {
+                if p.var.kind() == Kind::BFloat16 {
+                    p.var.copy_(&stochastic_bf16(&weight, self.steps, index));
+                } else if low_precision {
                     p.var.copy_(&weight);
                 }
             }
@@ -262,6 +266,35 @@ impl AdamW {
         }
         Ok(())
     }
+}
+
+/// `master` (fp32) rounded to bf16 stochastically: a value between two bf16 neighbours goes
+/// to the upper one with probability equal to its distance from the lower one over their
+/// spacing, so the bf16 weight equals its master copy in expectation. Rounding to the nearest
+/// instead holds a weight still until its master has moved half a spacing (2.4e-4 at 0.05),
+/// which a fine-tuning step of 1e-5 takes dozens of steps to do.
+///
+/// The random bits are a hash of the element's index, the optimiser step and the parameter's
+/// index, not a draw from libtorch's generator: a step rounds the same way every time, so a
+/// run resumed from a checkpoint continues bit for bit, and nothing else's random stream moves.
+fn stochastic_bf16(master: &Tensor, step: i64, param: usize) -> Tensor {
+    // bf16 is the upper half of an fp32's bits: add a uniform 16-bit number to the lower half
+    // and cut it off. Wrapping 32-bit products mix the bits (a multiply-xorshift hash).
+    let salt = (step.wrapping_mul(0x9E37_79B9) ^ (param as i64).wrapping_mul(0x85EB_CA6B)) as i32;
+    let mut h = Tensor::arange(master.numel() as i64, (Kind::Int, master.device()))
+        .view(master.size().as_slice());
+    let _ = h.bitwise_xor_(i64::from(salt));
+    for (multiplier, shift) in [(0x2C1B_3C6D, 12), (0x297A_2D39, 15)] {
+        let _ = h.g_mul_scalar_(multiplier);
+        let high = h.bitwise_right_shift_tensor_scalar(shift);
+        let _ = h.bitwise_xor_tensor_(&high);
+    }
+    let noise = h.bitwise_and(0xFFFF);
+    let bits = master.contiguous().view_dtype(Kind::Int) + noise;
+    // 0xFFFF_0000 as a 32-bit integer.
+    bits.bitwise_and(-65_536)
+        .view_dtype(Kind::Float)
+        .to_kind(Kind::BFloat16)
 }
 
 #[cfg(test)]
@@ -385,6 +418,71 @@ mod tests {
         let want = w32.double_value(&[0]);
         assert!((want - 0.98).abs() < 1e-3, "fp32 moved to {want}");
         assert!((got - want).abs() < 4e-3, "bf16 {got} vs fp32 {want}");
+    }
+
+    #[test]
+    fn bf16_rounding_is_unbiased_deterministic_and_keeps_exact_values() {
+        // 1 + 0.3 spacings of bf16 (2^-7 near 1), 20,000 times: about 30% round up.
+        let spacing = 1.0 / 128.0;
+        let master = Tensor::full([20_000], 1.0 + 0.3 * spacing, (Kind::Float, Device::Cpu));
+        let rounded = stochastic_bf16(&master, 3, 1).to_kind(Kind::Float);
+        let up = rounded
+            .gt(1.0)
+            .to_kind(Kind::Float)
+            .mean(Kind::Float)
+            .double_value(&[]);
+        assert!((up - 0.3).abs() < 0.02, "{up} rounded up");
+        let low = rounded.lt(1.0).sum(Kind::Int64).int64_value(&[]);
+        assert_eq!(low, 0, "only the two neighbours");
+        let mean = rounded.mean(Kind::Float).double_value(&[]);
+        assert!((mean - (1.0 + 0.3 * spacing)).abs() < 2e-4, "mean {mean}");
+        // Negative weights round symmetrically.
+        let neg = stochastic_bf16(&-&master, 3, 1).to_kind(Kind::Float);
+        assert!(neg.eq_tensor(&-&rounded).all().int64_value(&[]) == 1);
+        // The same step and parameter round alike; another step draws other bits.
+        let again = stochastic_bf16(&master, 3, 1).to_kind(Kind::Float);
+        assert!(again.equal(&rounded));
+        let other = stochastic_bf16(&master, 4, 1).to_kind(Kind::Float);
+        assert!(!other.equal(&rounded));
+        // Values bf16 holds exactly stay as they are.
+        let exact = Tensor::from_slice(&[0.0f32, 1.0, -2.5, 1.0 + 1.0 / 128.0, 3.0e-5]);
+        let exact = exact.to_kind(Kind::BFloat16).to_kind(Kind::Float);
+        assert!(
+            stochastic_bf16(&exact, 9, 0)
+                .to_kind(Kind::Float)
+                .equal(&exact)
+        );
+    }
+
+    #[test]
+    fn a_small_bf16_step_moves_the_weights_as_fp32_does() {
+        // 4,096 weights near 0.05 (bf16 spacing 2^-12 = 2.4e-4), one step of lr 1e-5: rounding
+        // to the nearest would leave almost all of them where they were.
+        let values: Vec<f32> = (0..4096).map(|i| 0.05 + (i % 97) as f32 * 1e-4).collect();
+        let (vs, w) = one_weight(&values, Kind::BFloat16);
+        let start = w.to_kind(Kind::Float);
+        let (vs32, w32) = one_weight(
+            &Vec::<f32>::try_from(&start).unwrap_or_default(),
+            Kind::Float,
+        );
+        let mut opt = AdamW::new(&vs, 1e-5, 0.0);
+        let mut opt32 = AdamW::new(&vs32, 1e-5, 0.0);
+        for (opt, w) in [(&mut opt, &w), (&mut opt32, &w32)] {
+            opt.zero_grad();
+            set_grad(w, &[1.0; 4096]);
+            opt.clip_and_step(1e9, "test", 0.0);
+        }
+        let moved = |w: &Tensor| {
+            (w.to_kind(Kind::Float) - &start)
+                .mean(Kind::Float)
+                .double_value(&[])
+        };
+        let (bf16, fp32) = (moved(&w), moved(&w32));
+        assert!((fp32 + 1e-5).abs() < 1e-7, "fp32 moved {fp32}");
+        assert!(
+            (bf16 - fp32).abs() < 2e-6,
+            "bf16 moved {bf16} on average, fp32 {fp32}"
+        );
     }
 
     #[test]

@@ -206,6 +206,43 @@ fn full_fine_tuning_changes_the_base_weights() {
 }
 
 #[test]
+fn bf16_full_fine_tuning_takes_small_sft_steps_as_fp32_does() {
+    // One SFT step at lr 1e-4 moves every weight by about 1e-4 (Adam's first step), below
+    // half the bf16 spacing of almost every weight here (|w| up to 0.5, spacing up to 2e-3):
+    // rounded to the nearest, bf16 weights would hardly move.
+    let data = batch();
+    let refs: Vec<&Trajectory> = data.iter().collect();
+    let step = |dtype: Dtype| {
+        let (vs, mut model) = tiny_llama(5);
+        model.set_dtype(&vs, dtype);
+        let mut learner = Learner::llama(vs, model, None, 1e-4).unwrap();
+        let before = base_snapshot(&learner);
+        learner.sft_step(&refs, 1.0);
+        let now = learner.var_store().variables();
+        let mut deltas: Vec<f64> = Vec::new();
+        for (name, old) in &before {
+            let d = (&now[name].to_kind(Kind::Float) - old.to_kind(Kind::Float)).view([-1]);
+            deltas.extend(
+                Vec::<f32>::try_from(d)
+                    .unwrap()
+                    .iter()
+                    .map(|x| f64::from(*x)),
+            );
+        }
+        deltas
+    };
+    let (fp32, bf16) = (step(Dtype::F32), step(Dtype::Bf16));
+    let moved: f64 = fp32.iter().map(|d| d.abs()).sum();
+    // The bf16 change projected on the fp32 step's direction, over the fp32 step's size.
+    let along: f64 = fp32.iter().zip(&bf16).map(|(a, b)| a.signum() * b).sum();
+    let ratio = along / moved;
+    assert!(
+        (0.8..1.2).contains(&ratio),
+        "bf16 moved {ratio} of the fp32 step"
+    );
+}
+
+#[test]
 fn micro_batches_accumulate_to_the_same_gradient() {
     let data = batch();
     let refs: Vec<&Trajectory> = data.iter().collect();
