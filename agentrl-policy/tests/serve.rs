@@ -736,16 +736,31 @@ async fn a_llama_gguf_is_served_token_exactly_and_reloads() {
     check(&second_local, 1).await;
 }
 
+/// The server's engine stats as `/health` reports them.
+async fn engine_health(base: &str) -> Value {
+    let health: Value = reqwest::get(format!("{base}/health"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    health["engine"].clone()
+}
+
 /// Sticky sessions over HTTP get the engine's reuse: three turns of one conversation sent by
 /// `HttpPolicy` with the session header (both flavours) equal a direct `TchPolicy` without
-/// sessions, and the server reports the ids it reused on `/health`. A bad header is a 400.
+/// sessions, and the server reports the ids it reused on `/health`; ending the session frees
+/// its cache. A bad header or session id is a 400.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_sent_over_http_reuse_the_servers_keys_and_values() {
     let f = tool_models();
     let fmt = TinyChatFormat::new();
     for flavor in [ApiFlavor::OpenAiCompletions, ApiFlavor::SglangGenerate] {
         let (base, state) = start(&f.tool).await;
-        let remote = http(&base, flavor, None);
+        let mut config = HttpPolicyConfig::new(base.as_str(), "tiny");
+        config.flavor = flavor;
+        config.end_sessions = true;
+        let remote = HttpPolicy::new(config).unwrap();
         let local = direct(&f.tool);
         let mut prompt = fmt.render_prompt(&[Message::user("Compute 2+3")], &[]);
         let reply = prompt[1..5].to_vec();
@@ -774,8 +789,36 @@ async fn sessions_sent_over_http_reuse_the_servers_keys_and_values() {
         let reused = health["engine"]["reused_tokens"].as_u64().unwrap();
         assert_eq!(reused as usize, expected_reuse, "{flavor:?}: {health}");
         assert_eq!(state.model.policy.stats().reused_tokens, reused);
+        assert_eq!(health["engine"]["cached_sessions"], 1, "{health}");
+        // The end of the conversation reaches the server in the background.
+        remote.end_session("conversation-1");
+        let mut cached = Value::Null;
+        for _ in 0..400 {
+            cached = engine_health(&base).await["cached_sessions"].clone();
+            if cached == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        assert_eq!(cached, 0, "{flavor:?}: the ended session is still cached");
     }
     let (base, _state) = start(&f.tool).await;
+    let client = reqwest::Client::new();
+    // An unknown session ends without complaint; an id with a space is refused.
+    let ended = client
+        .delete(format!("{base}/v1/sessions/never-started"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    let refused = client
+        .delete(format!("{base}/v1/sessions/two%20words"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert!(body.to_string().contains("/v1/sessions"), "{body}");
     let response = reqwest::Client::new()
         .post(format!("{base}/v1/completions"))
         .header("x-session-id", "")

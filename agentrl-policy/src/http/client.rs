@@ -283,4 +283,60 @@ impl Policy for HttpPolicy {
     fn version(&self) -> u64 {
         self.inner.version.load(Ordering::Acquire)
     }
+
+    /// With [`HttpPolicyConfig::end_sessions`]: `DELETE /v1/sessions/{session}`, sent in the
+    /// background (outside a tokio runtime, nothing is sent). A failure is logged and costs
+    /// only memory: the server keeps the session until its cache evicts it.
+    fn end_session(&self, session: &str) {
+        if !self.inner.config.end_sessions {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let Some(url) = self.session_url(session) else {
+            return;
+        };
+        let me = self.clone();
+        runtime.spawn(async move {
+            let mut request = me.inner.http.delete(url.clone());
+            if let Some(key) = &me.inner.config.api_key {
+                request = request.bearer_auth(key);
+            }
+            let answer = request.send().await.and_then(|r| r.error_for_status());
+            if let Err(e) = answer {
+                tracing::debug!(
+                    "DELETE {url}: {} (the server keeps the session until it evicts it)",
+                    agentrl_core::with_causes(&e)
+                );
+            }
+        });
+    }
+}
+
+impl HttpPolicy {
+    /// `BASE/v1/sessions/{session}` with the id percent-encoded as one path segment.
+    fn session_url(&self, session: &str) -> Option<reqwest::Url> {
+        let mut url = reqwest::Url::parse(&self.inner.base).ok()?;
+        url.path_segments_mut()
+            .ok()?
+            .pop_if_empty()
+            .extend(["v1", "sessions", session]);
+        Some(url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_id_is_one_encoded_path_segment() {
+        let policy = HttpPolicy::new(HttpPolicyConfig::new("127.0.0.1:8000/v1/", "m")).unwrap();
+        let url = policy.session_url("group 3/episode?1").unwrap();
+        assert_eq!(
+            url.as_str(),
+            "http://127.0.0.1:8000/v1/sessions/group%203%2Fepisode%3F1"
+        );
+    }
 }

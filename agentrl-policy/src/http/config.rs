@@ -45,6 +45,10 @@ pub struct HttpPolicyConfig {
     pub api_key: Option<String>,
     /// Name recorded on every generation (`Generation::policy_name`), when set.
     pub name: Option<String>,
+    /// Tell the server when a session's conversation is over (`DELETE /v1/sessions/{id}`), so
+    /// it frees the keys and values it kept for the session's next turn. `agentrl serve`
+    /// answers it; vLLM and SGLang do not, so it is off by default.
+    pub end_sessions: bool,
 }
 
 impl HttpPolicyConfig {
@@ -64,6 +68,7 @@ impl HttpPolicyConfig {
             ignore_eos: true,
             api_key: None,
             name: None,
+            end_sessions: false,
         }
     }
 }

@@ -1,11 +1,13 @@
-//! The management routes of `agentrl serve`: the model list, health, and weight reloads (from a
-//! path the server can read, or from a version uploaded over HTTP, see [`super::upload`]).
+//! The management routes of `agentrl serve`: the model list, health, the end of a session, and
+//! weight reloads (from a path the server can read, or from a version uploaded over HTTP, see
+//! [`super::upload`]).
 
 use std::path::PathBuf;
 
 use agentrl_core::Policy;
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::Shared;
@@ -26,6 +28,18 @@ pub async fn health(State(s): State<Shared>) -> Json<Value> {
         "status": "ok", "policy_version": s.model.policy.version(),
         "engine": s.model.policy.stats(),
     }))
+}
+
+/// `DELETE /v1/sessions/{session}`: the session's conversation is over; the engine frees the
+/// keys and values it kept for the session's next turn (nothing happens for an unknown
+/// session). 204 No Content.
+pub async fn end_session(
+    State(s): State<Shared>,
+    Path(session): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    super::handlers::check_session_id(&session, "/v1/sessions/{session}")?;
+    s.model.policy.end_session(&session);
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /v1/load_weights {"path": ..., "version": N?}` or `{"upload": N}`: loads a checkpoint

@@ -46,16 +46,26 @@ fn session_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get(SESSION_HEADER) else {
         return Ok(None);
     };
+    let what = format!("header {SESSION_HEADER}");
     let text = value
         .to_str()
-        .map_err(|_| ApiError::bad(format!("header {SESSION_HEADER}: not visible ASCII")))?;
-    if text.is_empty() || text.len() > 256 {
+        .map_err(|_| ApiError::bad(format!("{what}: not visible ASCII")))?;
+    check_session_id(text, &what)?;
+    Ok(Some(text.to_string()))
+}
+
+/// A session id is 1 to 256 visible ASCII characters; `what` names where it came from.
+pub(crate) fn check_session_id(id: &str, what: &str) -> Result<(), ApiError> {
+    if id.is_empty() || id.len() > 256 {
         return Err(ApiError::bad(format!(
-            "header {SESSION_HEADER}: must have 1 to 256 characters, has {}",
-            text.len()
+            "{what}: must have 1 to 256 characters, has {}",
+            id.len()
         )));
     }
-    Ok(Some(text.to_string()))
+    if !id.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::bad(format!("{what}: not visible ASCII")));
+    }
+    Ok(())
 }
 
 /// Generates `n` choices per prompt (seeds `seed + j` when a seed is given), in one batch. A

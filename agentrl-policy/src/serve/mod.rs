@@ -47,7 +47,7 @@ use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use clap::Args;
 
 use crate::llama::Dtype;
@@ -188,6 +188,7 @@ pub fn app(state: Arc<ServeState>) -> Router {
         )
         .route("/load_lora_adapter", post(fleet::sglang_load_lora))
         .route("/unload_lora_adapter", post(fleet::sglang_unload_lora))
+        .route("/v1/sessions/{session}", delete(admin::end_session))
         .route("/health", get(admin::health))
         .layer(DefaultBodyLimit::max(api::MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), require_key))

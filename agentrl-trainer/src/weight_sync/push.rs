@@ -85,6 +85,9 @@ impl Target {
         if matches!(server.push, PushMode::SglangDisk | PushMode::SglangLora) {
             config.flavor = ApiFlavor::SglangGenerate;
         }
+        // Only `agentrl serve` has the route that ends a session.
+        config.end_sessions =
+            matches!(server.push, PushMode::AgentrlPath | PushMode::AgentrlUpload);
         let policy = HttpPolicy::new(config).map_err(|e| bad(e.to_string()))?;
         Ok(Target {
             place: place.to_string(),
