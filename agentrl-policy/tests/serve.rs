@@ -780,16 +780,11 @@ async fn sessions_sent_over_http_reuse_the_servers_keys_and_values() {
             prompt.extend(&got[0].ids);
             prompt.extend(&reply);
         }
-        let health: Value = reqwest::get(format!("{base}/health"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let reused = health["engine"]["reused_tokens"].as_u64().unwrap();
-        assert_eq!(reused as usize, expected_reuse, "{flavor:?}: {health}");
+        let engine = engine_health(&base).await;
+        let reused = engine["reused_tokens"].as_u64().unwrap();
+        assert_eq!(reused as usize, expected_reuse, "{flavor:?}: {engine}");
         assert_eq!(state.model.policy.stats().reused_tokens, reused);
-        assert_eq!(health["engine"]["cached_sessions"], 1, "{health}");
+        assert_eq!(engine["cached_sessions"], 1, "{engine}");
         // The end of the conversation reaches the server in the background.
         remote.end_session("conversation-1");
         let mut cached = Value::Null;
