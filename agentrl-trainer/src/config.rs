@@ -789,6 +789,7 @@ impl From<RlConfig> for RlTable {
 fn default_clip() -> f64 {
     0.2
 }
+
 /// Serde's `skip_serializing_if` for [`SftConfig::loss_agg`]: the default is left out.
 fn is_token_mean(agg: &LossAgg) -> bool {
     *agg == LossAgg::TokenMean
