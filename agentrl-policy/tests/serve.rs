@@ -814,7 +814,7 @@ async fn sessions_sent_over_http_reuse_the_servers_keys_and_values() {
     assert_eq!(refused.status(), 400);
     let body: Value = refused.json().await.unwrap();
     assert!(body.to_string().contains("/v1/sessions"), "{body}");
-    let response = reqwest::Client::new()
+    let response = client
         .post(format!("{base}/v1/completions"))
         .header("x-session-id", "")
         .json(&json!({"prompt": [1, 2, 3], "max_tokens": 2}))

@@ -271,8 +271,8 @@ impl AdamW {
 /// `master` (fp32) rounded to bf16 stochastically: a value between two bf16 neighbours goes
 /// to the upper one with probability equal to its distance from the lower one over their
 /// spacing, so the bf16 weight equals its master copy in expectation. Rounding to the nearest
-/// instead holds a weight still until its master has moved half a spacing (2.4e-4 at 0.05),
-/// which a fine-tuning step of 1e-5 takes dozens of steps to do.
+/// instead holds a weight still until its master has moved half a spacing (1.2e-4 at 0.05),
+/// which steps of 1e-5 take a dozen steps to do.
 ///
 /// The random bits are a hash of the element's index, the optimiser step and the parameter's
 /// index, not a draw from libtorch's generator: a step rounds the same way every time, so a

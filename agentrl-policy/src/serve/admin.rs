@@ -37,7 +37,8 @@ pub async fn end_session(
     State(s): State<Shared>,
     Path(session): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    super::handlers::check_session_id(&session, "/v1/sessions/{session}")?;
+    super::handlers::check_session_id(&session)
+        .map_err(|why| ApiError::bad(format!("/v1/sessions/{{session}}: {why}")))?;
     s.model.policy.end_session(&session);
     Ok(StatusCode::NO_CONTENT)
 }

@@ -46,24 +46,21 @@ fn session_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get(SESSION_HEADER) else {
         return Ok(None);
     };
-    let what = format!("header {SESSION_HEADER}");
+    let bad = |why: String| ApiError::bad(format!("header {SESSION_HEADER}: {why}"));
     let text = value
         .to_str()
-        .map_err(|_| ApiError::bad(format!("{what}: not visible ASCII")))?;
-    check_session_id(text, &what)?;
+        .map_err(|_| bad("not visible ASCII".into()))?;
+    check_session_id(text).map_err(bad)?;
     Ok(Some(text.to_string()))
 }
 
-/// A session id is 1 to 256 visible ASCII characters; `what` names where it came from.
-pub(crate) fn check_session_id(id: &str, what: &str) -> Result<(), ApiError> {
+/// A session id is 1 to 256 visible ASCII characters; otherwise, what is wrong with it.
+pub(crate) fn check_session_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > 256 {
-        return Err(ApiError::bad(format!(
-            "{what}: must have 1 to 256 characters, has {}",
-            id.len()
-        )));
+        return Err(format!("must have 1 to 256 characters, has {}", id.len()));
     }
     if !id.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(ApiError::bad(format!("{what}: not visible ASCII")));
+        return Err("not visible ASCII".into());
     }
     Ok(())
 }
