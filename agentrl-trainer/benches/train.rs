@@ -1,4 +1,5 @@
-//! Trainer benchmarks: advantages, a GRPO update of the demo model, and concurrent rollouts
+//! Trainer benchmarks: advantages, a GRPO update of the demo model, one AdamW step over a
+//! SmolLM2-sized layer stack (fp32 and bf16, in one pass or with tensor operations), and concurrent rollouts
 //! through the policy's continuous-batching engine: single-turn-ish `arith-calc`, and one RL
 //! step of multi-turn `maze` (16 tasks × 8 episodes, a 1,024-token context) with and without
 //! the sessions' keys and values kept between turns.
@@ -11,10 +12,11 @@ use agentrl_policy::{ByteTokenizer, EngineOptions, GptConfig, TchPolicy, TinyCha
 use agentrl_trainer::advantage::{group_advantages, normalize_per_task};
 use agentrl_trainer::demos::conversation_to_trajectory;
 use agentrl_trainer::learner::{GrpoParams, Learner};
+use agentrl_trainer::optim::AdamW;
 use agentrl_trainer::rollout::{RolloutContext, run_many};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ndarray::Array1;
-use tch::{Device, nn};
+use tch::{Device, Kind, Tensor, nn};
 
 fn demo_model() -> GptConfig {
     GptConfig {
@@ -90,6 +92,39 @@ fn grpo_update(c: &mut Criterion) {
     g.bench_function("sft_step_128_trajectories", |b| {
         b.iter(|| learner.sft_step(&refs, 1.0))
     });
+    g.finish();
+}
+
+/// One AdamW step (weight decay, clipping) over 16 weights of 576 × 1,536 (14.2 M, a tenth of
+/// SmolLM2-135M) in fp32 and in bf16 (fp32 masters, stochastic rounding), with the one-pass
+/// CPU update and with tensor operations.
+fn adamw_step(c: &mut Criterion) {
+    tch::set_num_threads(2);
+    let mut g = c.benchmark_group("adamw");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(16 * 576 * 1536));
+    for (kind_name, kind) in [("f32", Kind::Float), ("bf16", Kind::BFloat16)] {
+        for (path, fused) in [("one_pass", true), ("tensor_ops", false)] {
+            tch::manual_seed(0);
+            let mut vs = nn::VarStore::new(Device::Cpu);
+            for i in 0..16 {
+                let _ = vs
+                    .root()
+                    .randn(&format!("w{i:02}"), &[576, 1536], 0.0, 0.05);
+            }
+            vs.set_kind(kind);
+            let loss: Tensor = vs
+                .variables()
+                .values()
+                .map(|w| (w * w.randn_like()).sum(Kind::Float))
+                .sum();
+            loss.backward();
+            let mut opt = AdamW::new(&vs, 1e-5, 0.01).with_fused(fused);
+            g.bench_function(format!("smollm2_tenth_{kind_name}_{path}"), |b| {
+                b.iter(|| opt.clip_and_step(1.0, "bench", 0.0))
+            });
+        }
+    }
     g.finish();
 }
 
@@ -183,6 +218,7 @@ criterion_group!(
     benches,
     advantages,
     grpo_update,
+    adamw_step,
     rollouts,
     multi_turn_rollouts
 );

@@ -9,6 +9,8 @@
 //! takes it stochastically rounded, so the weights the model computes with follow the master
 //! in expectation from the first step on (see [`stochastic_bf16`]).
 
+mod fused;
+
 use std::collections::HashMap;
 
 use agentrl_core::{Error, Result};
@@ -41,6 +43,8 @@ pub struct AdamW {
     lr: f64,
     weight_decay: f64,
     steps: i64,
+    /// Take the one-pass step ([`fused::try_step`]) where it applies.
+    fused: bool,
 }
 
 /// What [`AdamW::clip_and_step`] did.
@@ -74,7 +78,16 @@ impl AdamW {
             lr,
             weight_decay,
             steps: 0,
+            fused: true,
         }
+    }
+
+    /// Whether a step updates each contiguous CPU weight in one pass over its memory (the
+    /// default) or with tensor operations only, as it does on a GPU. Both compute the same
+    /// values (benchmarks compare them).
+    pub fn with_fused(mut self, fused: bool) -> Self {
+        self.fused = fused;
+        self
     }
 
     /// Sets the learning rate.
@@ -150,7 +163,9 @@ impl AdamW {
         }
     }
 
-    /// One AdamW step on the current gradients, each multiplied by `grad_scale` first.
+    /// One AdamW step on the current gradients, each multiplied by `grad_scale` first: in one
+    /// pass over memory per weight where [`fused::try_step`] applies (contiguous CPU weights),
+    /// else with tensor operations.
     fn step(&mut self, grad_scale: Option<f64>) {
         self.steps += 1;
         let t = self.steps as f64;
@@ -160,26 +175,40 @@ impl AdamW {
         let decay = 1.0 - self.lr * self.weight_decay;
         tch::no_grad(|| {
             for (index, p) in self.params.iter_mut().enumerate() {
-                let grad = p.var.grad();
-                if !grad.defined() {
+                let raw_grad = p.var.grad();
+                if !raw_grad.defined() {
                     continue;
                 }
-                let mut grad = grad.to_kind(Kind::Float);
+                let low_precision = p.var.kind() != Kind::Float;
+                if low_precision && p.master.is_none() {
+                    p.master = Some(p.var.to_kind(Kind::Float));
+                }
+                let zeros = || Tensor::zeros(p.var.size(), (Kind::Float, p.var.device()));
+                let m = p.m.get_or_insert_with(zeros);
+                let v = p.v.get_or_insert_with(zeros);
+                let scalars = fused::StepScalars {
+                    grad_scale: grad_scale.map(|s| s as f32),
+                    decay: (self.weight_decay != 0.0).then_some(decay as f32),
+                    beta1: BETA1 as f32,
+                    beta2: BETA2 as f32,
+                    bias2_sqrt: bias2_sqrt as f32,
+                    eps: EPS as f32,
+                    neg_step_size: -step_size as f32,
+                    salt: rounding_salt(self.steps, index),
+                };
+                if self.fused
+                    && fused::try_step(&p.var, &raw_grad, m, v, p.master.as_ref(), &scalars)
+                {
+                    continue;
+                }
+                let mut grad = raw_grad.to_kind(Kind::Float);
                 if let Some(scale) = grad_scale {
                     grad *= scale;
                 }
-                let low_precision = p.var.kind() != Kind::Float;
-                let mut weight = match (&p.master, low_precision) {
-                    (Some(master), _) => master.shallow_clone(),
-                    (None, true) => {
-                        let master = p.var.to_kind(Kind::Float);
-                        p.master = Some(master.shallow_clone());
-                        master
-                    }
-                    (None, false) => p.var.shallow_clone(),
+                let mut weight = match &p.master {
+                    Some(master) => master.shallow_clone(),
+                    None => p.var.shallow_clone(),
                 };
-                let m = p.m.get_or_insert_with(|| grad.zeros_like());
-                let v = p.v.get_or_insert_with(|| grad.zeros_like());
                 if self.weight_decay != 0.0 {
                     let _ = weight.g_mul_scalar_(decay);
                 }
@@ -279,8 +308,9 @@ impl AdamW {
 /// run resumed from a checkpoint continues bit for bit, and nothing else's random stream moves.
 fn stochastic_bf16(master: &Tensor, step: i64, param: usize) -> Tensor {
     // bf16 is the upper half of an fp32's bits: add a uniform 16-bit number to the lower half
-    // and cut it off. Wrapping 32-bit products mix the bits (a multiply-xorshift hash).
-    let salt = (step.wrapping_mul(0x9E37_79B9) ^ (param as i64).wrapping_mul(0x85EB_CA6B)) as i32;
+    // and cut it off. Wrapping 32-bit products mix the bits (a multiply-xorshift hash, the
+    // same as `fused::rounding_noise`).
+    let salt = rounding_salt(step, param);
     let mut h = Tensor::arange(master.numel() as i64, (Kind::Int, master.device()))
         .view(master.size().as_slice());
     let _ = h.bitwise_xor_(i64::from(salt));
@@ -295,6 +325,11 @@ fn stochastic_bf16(master: &Tensor, step: i64, param: usize) -> Tensor {
     bits.bitwise_and(-65_536)
         .view_dtype(Kind::Float)
         .to_kind(Kind::BFloat16)
+}
+
+/// The rounding hash's salt for optimiser step `step` and parameter number `param`.
+fn rounding_salt(step: i64, param: usize) -> i32 {
+    (step.wrapping_mul(0x9E37_79B9) ^ (param as i64).wrapping_mul(0x85EB_CA6B)) as i32
 }
 
 #[cfg(test)]

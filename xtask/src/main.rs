@@ -41,10 +41,12 @@ commands:
                         `agentrl demo --config configs/demo.toml --run-dir runs/demo`;
                         --multitask: configs/multitask.toml into runs/multitask (one policy,
                         several multi-turn envs)
-  ablation [--seeds N]  every configs/ablation/*.toml (variants of the multi-task run) for
-                        seeds 0..N (default 3) into runs/ablation/, then the table of
-                        `agentrl compare` in runs/ablation/table.md; each seed's SFT runs
-                        once and the other variants start from it (`--sft-from`)
+  ablation [--seeds N | --seed K]
+                        every configs/ablation/*.toml (variants of the multi-task run) for
+                        seeds 0..N (default 3), or seed K alone, into runs/ablation/, then
+                        the table of `agentrl compare` (of every run there) in
+                        runs/ablation/table.md; each seed's SFT runs once and the other
+                        variants start from it (`--sft-from`)
   bench [args...]       setup, then `cargo bench --workspace [args...]`
   bench --vs-trl [--rounds N] [--steps N] [--model smollm2|tiny]... [--bf16]
                         the identical GRPO job (4 prompts x 8 generations, 48 new tokens) by
@@ -297,20 +299,31 @@ fn build_agentrl(root: &Path) -> Result<PathBuf> {
     Ok(exe)
 }
 
-/// `cargo xtask ablation [--seeds N]`: every config in `configs/ablation/` (each a variant of
-/// the multi-task run) for seeds `0..N` (default 3) into `runs/ablation/NAME-seedK`, then
+/// `cargo xtask ablation [--seeds N | --seed K]`: every config in `configs/ablation/` (each a
+/// variant of the multi-task run) for seeds `0..N` (default 3), or seed K alone, into
+/// `runs/ablation/NAME-seedK`, then
 /// `agentrl compare` writes the table to `runs/ablation/table.md` and prints it. Each seed's
 /// SFT runs once, in the first variant; the others start from its weights (`--sft-from`).
 /// A run that already has its `summary.json` is kept, not run again.
 fn cmd_ablation(args: &[OsString]) -> Result<()> {
-    let seeds: u64 = match args {
-        [] => 3,
-        [flag, n] if flag == "--seeds" => n
-            .to_str()
-            .and_then(|n| n.parse().ok())
-            .filter(|&n| n > 0)
-            .ok_or_else(|| Failure::new("--seeds takes a positive whole number"))?,
-        _ => return Err(Failure::new("usage: cargo xtask ablation [--seeds N]")),
+    let number = |n: &OsString, flag: &str, least: u64| {
+        n.to_str()
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|&n| n >= least)
+            .ok_or_else(|| Failure::new(format!("{flag} takes a whole number of at least {least}")))
+    };
+    let seeds: std::ops::Range<u64> = match args {
+        [] => 0..3,
+        [flag, n] if flag == "--seeds" => 0..number(n, "--seeds", 1)?,
+        [flag, n] if flag == "--seed" => {
+            let seed = number(n, "--seed", 0)?;
+            seed..seed + 1
+        }
+        _ => {
+            return Err(Failure::new(
+                "usage: cargo xtask ablation [--seeds N | --seed K]",
+            ));
+        }
     };
     let root = repo_root()?;
     let dir = root.join("configs").join("ablation");
@@ -330,7 +343,7 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
     let runs = root.join("runs").join("ablation");
     // The variants differ in their RL and pipeline only, so each seed's SFT runs once, in
     // the first variant, and the others start from its weights.
-    for seed in 0..seeds {
+    for seed in seeds {
         let mut shared_sft: Option<PathBuf> = None;
         for config in &configs {
             let name = config
