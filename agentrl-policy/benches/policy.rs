@@ -1,12 +1,13 @@
-//! Policy benchmarks: chat rendering/parsing, batched KV-cache generation of the demo model (with
-//! and without stop strings), and of a small random Llama in f32 and bf16.
+//! Policy benchmarks: chat rendering/parsing, sampling one token from a 49,152-id vocabulary,
+//! batched KV-cache generation of the demo model (with and without stop strings), and of a
+//! small random Llama in f32 and bf16.
 
 use agentrl_core::{Message, SamplingParams, SeededRng, ToolCall};
 use std::sync::Arc;
 
 use agentrl_policy::llama::{Dtype, Llama, LlamaConfig};
 use agentrl_policy::{ByteTokenizer, ChatFormat, GptConfig, TinyChatFormat, TinyGpt};
-use agentrl_policy::{Detokenizer, PolicyModel};
+use agentrl_policy::{Detokenizer, PolicyModel, sample_token};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use tch::{Device, nn};
 
@@ -32,6 +33,45 @@ fn chat(c: &mut Criterion) {
     g.bench_function("parse_tool_call", |b| {
         b.iter(|| fmt.parse_assistant(&generated, "call_0_"))
     });
+    g.finish();
+}
+
+/// One token from a row of 49,152 logits (SmolLM2's vocabulary) at temperature 1: unfiltered,
+/// top-p 0.9 and 0.95, top-k 50. `peaked`: 50 likely ids hold about 98% of the mass, as
+/// at most positions of a trained model; `flat`: the long tail holds most of it, so top-p's
+/// nucleus is thousands of ids (the worst case for finding it).
+fn sampling(c: &mut Criterion) {
+    let noise = |i: usize| ((i as f32 * 12.9898).sin() * 43_758.547).fract().abs();
+    let profile = |tail_low: f32, tail_high: f32| -> Vec<f32> {
+        (0..49_152)
+            .map(|i| match i % 983 {
+                0 => 8.0 + noise(i),
+                _ => tail_low + (tail_high - tail_low) * noise(i),
+            })
+            .collect()
+    };
+    let profiles = [("peaked", profile(-12.0, 0.0)), ("flat", profile(0.0, 4.0))];
+    let mut g = c.benchmark_group("sampling");
+    g.throughput(Throughput::Elements(1));
+    let settings = [
+        ("unfiltered", 1.0, 0),
+        ("top_p_0.9", 0.9, 0),
+        ("top_p_0.95", 0.95, 0),
+        ("top_k_50", 1.0, 50),
+    ];
+    for (profile, logits) in &profiles {
+        for (name, top_p, top_k) in settings {
+            let params = SamplingParams {
+                top_p,
+                top_k,
+                ..Default::default()
+            };
+            let mut rng = SeededRng::new(0);
+            g.bench_function(format!("vocab_49152_{profile}_{name}"), |b| {
+                b.iter(|| sample_token(logits, &params, &mut rng))
+            });
+        }
+    }
     g.finish();
 }
 
@@ -142,5 +182,5 @@ fn llama_generation(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, chat, generation, llama_generation);
+criterion_group!(benches, chat, sampling, generation, llama_generation);
 criterion_main!(benches);

@@ -54,6 +54,16 @@ fn argmax(logits: &[f32]) -> usize {
     best
 }
 
+/// Ids among which the nucleus is sought first; when their mass falls short, all are sorted.
+const FIRST_CANDIDATES: usize = 64;
+
+/// Samples among the `top_k` most likely ids (all when 0), cut to the smallest prefix of them,
+/// most likely first, whose probability reaches `top_p`. Among ids of equal logits at the cut,
+/// which are kept is arbitrary but the same for the same logits.
+///
+/// The candidates come from partial selection, not a sort of the vocabulary: the best 64 ids
+/// (or the top-k) are selected and sorted, and only when 64 ids hold less than `top_p` of the
+/// mass are the rest sorted too.
 fn sample_filtered(
     logits: &[f32],
     max: f32,
@@ -61,34 +71,66 @@ fn sample_filtered(
     params: &SamplingParams,
     rng: &mut SeededRng,
 ) -> usize {
-    let mut order: Vec<usize> = (0..logits.len()).collect();
-    order.sort_unstable_by(|&a, &b| logits[b].total_cmp(&logits[a]));
-    if params.top_k > 0 {
-        order.truncate(params.top_k);
-    }
-    let weights: Vec<f32> = order
-        .iter()
-        .map(|&i| ((logits[i] - max) * inv_t).exp())
-        .collect();
-    let total: f32 = weights.iter().sum();
-    let mut keep = weights.len();
-    if params.top_p < 1.0 {
-        let mut mass = 0.0;
-        for (n, w) in weights.iter().enumerate() {
-            mass += w / total;
-            if mass >= params.top_p {
-                keep = n + 1;
-                break;
+    let weight = |id: u32| ((logits[id as usize] - max) * inv_t).exp();
+    let rank = |a: &u32, b: &u32| logits[*b as usize].total_cmp(&logits[*a as usize]);
+    let vocab = logits.len();
+    let limit = if params.top_k > 0 {
+        params.top_k.min(vocab)
+    } else {
+        vocab
+    };
+    let mut ids: Vec<u32> = (0..vocab as u32).collect();
+    // The top-k mass is the denominator of top-p's shares; without top-k it is the whole
+    // vocabulary's.
+    let total: f32 = if limit < vocab {
+        ids.select_nth_unstable_by(limit - 1, rank);
+        ids.truncate(limit);
+        ids.iter().map(|&id| weight(id)).sum::<f32>()
+    } else {
+        logits
+            .iter()
+            .map(|&l| ((l - max) * inv_t).exp())
+            .sum::<f32>()
+    };
+    let mut take = if params.top_p < 1.0 {
+        FIRST_CANDIDATES.min(limit)
+    } else {
+        limit
+    };
+    loop {
+        if take < ids.len() {
+            ids.select_nth_unstable_by(take - 1, rank);
+        }
+        ids[..take].sort_unstable_by(rank);
+        let ranked: Vec<f32> = ids[..take].iter().map(|&id| weight(id)).collect();
+        let mut keep = None;
+        if params.top_p < 1.0 {
+            let mut mass = 0.0;
+            for (n, w) in ranked.iter().enumerate() {
+                mass += w / total;
+                if mass >= params.top_p {
+                    keep = Some(n + 1);
+                    break;
+                }
             }
         }
-    }
-    let kept_total: f32 = weights[..keep].iter().sum();
-    let mut target = rng.next_f64() as f32 * kept_total;
-    for n in 0..keep {
-        target -= weights[n];
-        if target <= 0.0 {
-            return order[n];
+        // Every candidate is kept when the mass is not reached within the top-k set.
+        let keep = match keep {
+            Some(keep) => keep,
+            None if take == limit => take,
+            None => {
+                take = limit;
+                continue;
+            }
+        };
+        let kept_total: f32 = ranked[..keep].iter().sum();
+        let mut target = rng.next_f64() as f32 * kept_total;
+        for (n, w) in ranked[..keep].iter().enumerate() {
+            target -= w;
+            if target <= 0.0 {
+                return ids[n] as usize;
+            }
         }
+        return ids[keep - 1] as usize;
     }
-    order[keep - 1]
 }

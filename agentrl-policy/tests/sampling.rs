@@ -58,3 +58,99 @@ fn seeded_streams_repeat() {
     assert_eq!(run(3), run(3));
     assert_ne!(run(3), run(4));
 }
+
+/// The ids top-k and top-p keep, found the plain way: sort the whole vocabulary (by logit,
+/// ties by id), cut to `top_k`, then to the smallest prefix whose share reaches `top_p`.
+fn nucleus_by_full_sort(logits: &[f32], top_k: usize, top_p: f32) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+    if top_k > 0 {
+        order.truncate(top_k);
+    }
+    let max = logits[order[0]];
+    let weights: Vec<f64> = order
+        .iter()
+        .map(|&i| f64::from(logits[i] - max).exp())
+        .collect();
+    let total: f64 = weights.iter().sum();
+    let mut mass = 0.0;
+    for (n, w) in weights.iter().enumerate() {
+        mass += w / total;
+        if mass >= f64::from(top_p) {
+            order.truncate(n + 1);
+            break;
+        }
+    }
+    order
+}
+
+/// A vocabulary of `n` logits with a few likely ids and a long flat tail, deterministic.
+fn vocabulary(n: usize, spread: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| spread * ((i as f32 * 12.9898).sin() * 43_758.547).fract())
+        .collect()
+}
+
+#[test]
+fn top_p_draws_from_the_nucleus_a_full_sort_finds() {
+    // A peaked vocabulary (the nucleus is a few ids) and a flat one (it is hundreds, more
+    // than the first candidates the sampler selects).
+    for (spread, top_p) in [(12.0f32, 0.9f32), (0.5, 0.8)] {
+        let logits = vocabulary(5_000, spread);
+        let nucleus = nucleus_by_full_sort(&logits, 0, top_p);
+        let params = SamplingParams {
+            top_p,
+            ..Default::default()
+        };
+        let mut rng = SeededRng::new(11);
+        let mut drawn = std::collections::BTreeSet::new();
+        for _ in 0..4_000 {
+            let (id, _) = sample_token(&logits, &params, &mut rng);
+            assert!(
+                nucleus.contains(&(id as usize)),
+                "{id} is outside the nucleus"
+            );
+            drawn.insert(id);
+        }
+        if nucleus.len() > 500 {
+            assert!(
+                drawn.len() > 300,
+                "{} of {} ids drawn",
+                drawn.len(),
+                nucleus.len()
+            );
+        } else {
+            // The most likely id of a peaked nucleus is drawn.
+            assert!(drawn.contains(&(nucleus[0] as u32)));
+        }
+    }
+}
+
+#[test]
+fn top_k_keeps_the_k_best_even_among_equal_logits() {
+    let logits = vocabulary(2_000, 6.0);
+    let best = nucleus_by_full_sort(&logits, 100, 1.0);
+    let params = SamplingParams {
+        top_k: 100,
+        ..Default::default()
+    };
+    let mut rng = SeededRng::new(5);
+    for _ in 0..2_000 {
+        let (id, _) = sample_token(&logits, &params, &mut rng);
+        assert!(best.contains(&(id as usize)), "{id}");
+    }
+    // Ten equal logits, top-k 3: three of the ids, each about a third of the time.
+    let flat = [0.5f32; 10];
+    let params = SamplingParams {
+        top_k: 3,
+        top_p: 0.99,
+        ..Default::default()
+    };
+    let mut counts = [0usize; 10];
+    for _ in 0..3_000 {
+        counts[sample_token(&flat, &params, &mut rng).0 as usize] += 1;
+    }
+    let drawn: Vec<usize> = counts.iter().copied().filter(|&c| c > 0).collect();
+    assert_eq!(drawn.len(), 3, "{counts:?}");
+    assert!(drawn.iter().all(|&c| c > 850), "{counts:?}");
+}

@@ -27,8 +27,12 @@ pub(super) struct StepScalars {
     pub decay: Option<f32>,
     /// The first moment's decay.
     pub beta1: f32,
+    /// `1 - beta1`, computed in f64 as the tensor path's scalar is.
+    pub one_minus_beta1: f32,
     /// The second moment's decay.
     pub beta2: f32,
+    /// `1 - beta2`, computed in f64.
+    pub one_minus_beta2: f32,
     /// `sqrt(1 - beta2^t)`: the second moment's bias correction.
     pub bias2_sqrt: f32,
     /// Added to the corrected second moment's root.
@@ -184,7 +188,6 @@ fn step_elements<G: Copy, F: Fn(G) -> f32>(
     mut out: Option<&mut [u16]>,
     first: usize,
 ) {
-    let (one_minus_beta1, one_minus_beta2) = (1.0 - s.beta1, 1.0 - s.beta2);
     for start in (0..w.len()).step_by(CHUNK) {
         let end = (start + CHUNK).min(w.len());
         let rows = grad[start..end]
@@ -200,8 +203,8 @@ fn step_elements<G: Copy, F: Fn(G) -> f32>(
             if let Some(decay) = s.decay {
                 *w *= decay;
             }
-            *m = *m * s.beta1 + g * one_minus_beta1;
-            *v = *v * s.beta2 + g * (g * one_minus_beta2);
+            *m = *m * s.beta1 + g * s.one_minus_beta1;
+            *v = *v * s.beta2 + g * (g * s.one_minus_beta2);
             let denom = v.sqrt() / s.bias2_sqrt + s.eps;
             *w += *m * s.neg_step_size / denom;
         }
@@ -314,7 +317,9 @@ mod tests {
             grad_scale: None,
             decay: None,
             beta1: 0.9,
+            one_minus_beta1: 0.1,
             beta2: 0.95,
+            one_minus_beta2: 0.05,
             bias2_sqrt: 0.2,
             eps: 1e-8,
             neg_step_size: -0.1,
