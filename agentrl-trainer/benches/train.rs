@@ -1,8 +1,8 @@
 //! Trainer benchmarks: advantages, a GRPO update of the demo model, one AdamW step over a
-//! SmolLM2-sized layer stack (fp32 and bf16, in one pass or with tensor operations), and concurrent rollouts
-//! through the policy's continuous-batching engine: single-turn-ish `arith-calc`, and one RL
-//! step of multi-turn `maze` (16 tasks × 8 episodes, a 1,024-token context) with and without
-//! the sessions' keys and values kept between turns.
+//! tenth of SmolLM2's weights (fp32 and bf16, in one pass or with tensor operations), and
+//! concurrent rollouts through the policy's continuous-batching engine: single-turn-ish
+//! `arith-calc`, and one RL step of multi-turn `maze` (16 tasks × 8 episodes, a 1,024-token
+//! context) with and without the sessions' keys and values kept between turns.
 
 use std::sync::Arc;
 

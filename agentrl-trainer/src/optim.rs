@@ -173,6 +173,19 @@ impl AdamW {
         let bias2_sqrt = (1.0 - BETA2.powf(t)).sqrt();
         let step_size = self.lr / bias1;
         let decay = 1.0 - self.lr * self.weight_decay;
+        // The same for every weight but the rounding salt.
+        let step_scalars = fused::StepScalars {
+            grad_scale: grad_scale.map(|s| s as f32),
+            decay: (self.weight_decay != 0.0).then_some(decay as f32),
+            beta1: BETA1 as f32,
+            one_minus_beta1: (1.0 - BETA1) as f32,
+            beta2: BETA2 as f32,
+            one_minus_beta2: (1.0 - BETA2) as f32,
+            bias2_sqrt: bias2_sqrt as f32,
+            eps: EPS as f32,
+            neg_step_size: -step_size as f32,
+            salt: 0,
+        };
         tch::no_grad(|| {
             for (index, p) in self.params.iter_mut().enumerate() {
                 let raw_grad = p.var.grad();
@@ -187,16 +200,8 @@ impl AdamW {
                 let m = p.m.get_or_insert_with(zeros);
                 let v = p.v.get_or_insert_with(zeros);
                 let scalars = fused::StepScalars {
-                    grad_scale: grad_scale.map(|s| s as f32),
-                    decay: (self.weight_decay != 0.0).then_some(decay as f32),
-                    beta1: BETA1 as f32,
-                    one_minus_beta1: (1.0 - BETA1) as f32,
-                    beta2: BETA2 as f32,
-                    one_minus_beta2: (1.0 - BETA2) as f32,
-                    bias2_sqrt: bias2_sqrt as f32,
-                    eps: EPS as f32,
-                    neg_step_size: -step_size as f32,
                     salt: rounding_salt(self.steps, index),
+                    ..step_scalars
                 };
                 if self.fused
                     && fused::try_step(&p.var, &raw_grad, m, v, p.master.as_ref(), &scalars)

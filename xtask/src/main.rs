@@ -312,12 +312,12 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
             .filter(|&n| n >= least)
             .ok_or_else(|| Failure::new(format!("{flag} takes a whole number of at least {least}")))
     };
-    let seeds: std::ops::Range<u64> = match args {
-        [] => 0..3,
-        [flag, n] if flag == "--seeds" => 0..number(n, "--seeds", 1)?,
+    let seeds: std::ops::RangeInclusive<u64> = match args {
+        [] => 0..=2,
+        [flag, n] if flag == "--seeds" => 0..=number(n, "--seeds", 1)? - 1,
         [flag, n] if flag == "--seed" => {
             let seed = number(n, "--seed", 0)?;
-            seed..seed + 1
+            seed..=seed
         }
         _ => {
             return Err(Failure::new(

@@ -47,7 +47,7 @@ pub(super) struct StepScalars {
 /// a multiply-xorshift hash of the element's index and the salt. [`super::stochastic_bf16`]
 /// computes the same with tensor operations (wrapping 32-bit products, arithmetic shifts).
 #[inline]
-pub(super) fn rounding_noise(index: usize, salt: i32) -> i32 {
+fn rounding_noise(index: usize, salt: i32) -> i32 {
     let mut h = (index as i32) ^ salt;
     h = h.wrapping_mul(0x2C1B_3C6D);
     h ^= h >> 12;
