@@ -49,6 +49,7 @@ enum Command {
     /// trajectory ({task_id, group_id, total, parts}); bad lines and a summary go to stderr.
     Reward(RescoreArgs),
     /// Lists every tool, or calls one with JSON arguments (`tool call NAME 'JSON'`).
+    #[cfg(feature = "full")]
     Tool {
         #[command(subcommand)]
         command: agentrl_tools::cli::ToolCommand,
@@ -87,6 +88,7 @@ async fn run(command: Command) -> Result<()> {
         Command::Dashboard(args) => agentrl_trainer::dashboard::dashboard(args).await?,
         Command::Env { command } => agentrl_env::cli::run_env_command(command).await?,
         Command::Reward(args) => commands::reward(&args).await?,
+        #[cfg(feature = "full")]
         Command::Tool { command } => {
             agentrl_tools::cli::run(command, &mut std::io::stdout()).await?
         }

@@ -2,8 +2,7 @@
 //! and with each of its features alone, without warnings.
 //!
 //! The features are read from each member's `[features]` table (`default` aside), so a new
-//! feature is checked as soon as it is declared. Members in [`DEFAULTS_ONLY`] are checked with
-//! their default features only. Each combination is one `cargo check --lib --bins` (no tests,
+//! feature is checked as soon as it is declared. Each combination is one `cargo check --lib --bins` (no tests,
 //! benches or examples, to keep CI time down) whose JSON messages are scanned for errors and
 //! for warnings in workspace crates (warnings fail the check, as `-D warnings` would, without
 //! changing RUSTFLAGS and so rebuilding every dependency). Each line also gives the number of
@@ -21,17 +20,12 @@ use std::time::Instant;
 use crate::manifest::{Manifest, workspace_members};
 use crate::{Failure, Result, cargo, describe, prepare_libtorch, section};
 
-/// Members checked with their default features only (the libtorch trainer and its binary).
-const DEFAULTS_ONLY: [&str; 1] = ["agentrl-trainer"];
-
 /// Members that are not part of the product (this tool).
 const NOT_CHECKED: [&str; 1] = ["xtask"];
 
 /// The features one combination turns on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FeatureSet {
-    /// The package's default features.
-    Defaults,
     /// `--no-default-features`.
     None,
     /// `--no-default-features --features NAME`.
@@ -42,7 +36,6 @@ impl FeatureSet {
     /// The cargo arguments that select it.
     fn args(&self) -> Vec<String> {
         match self {
-            Self::Defaults => Vec::new(),
             Self::None => vec!["--no-default-features".to_string()],
             Self::Only(name) => vec![
                 "--no-default-features".to_string(),
@@ -54,10 +47,7 @@ impl FeatureSet {
 
     /// How it is shown.
     fn label(&self) -> String {
-        match self {
-            Self::Defaults => "(default features)".to_string(),
-            _ => self.args().join(" "),
-        }
+        self.args().join(" ")
     }
 }
 
@@ -158,16 +148,13 @@ pub fn check(root: &Path, args: &[OsString]) -> Result<()> {
     }
 }
 
-/// The combinations of one package: defaults only for [`DEFAULTS_ONLY`], else no features and
-/// each feature of its `[features]` table alone.
+/// The combinations of one package: no features, and each feature of its `[features]` table
+/// alone.
 fn package_combinations(package: &str, manifest: &Manifest) -> Vec<Combination> {
     let combination = |features| Combination {
         package: package.to_string(),
         features,
     };
-    if DEFAULTS_ONLY.contains(&package) {
-        return vec![combination(FeatureSet::Defaults)];
-    }
     let mut all = vec![combination(FeatureSet::None)];
     all.extend(
         manifest
@@ -400,9 +387,6 @@ mod tests {
                 "agentrl-tools --no-default-features --features web",
             ]
         );
-        let trainer = package_combinations("agentrl-trainer", &manifest);
-        assert_eq!(trainer.len(), 1);
-        assert_eq!(trainer[0].label(), "agentrl-trainer (default features)");
     }
 
     #[test]
