@@ -3,7 +3,8 @@
 //! join and leave mid-batch and prompts are prefilled in chunks; a session's keys and values are
 //! reused across turns (exactly), only as far as the new prompt shares them, never across a
 //! weight update, within a byte budget, and freed when the session ends or its caller leaves;
-//! identical prompts are computed once and shared.
+//! identical prompts are computed once and shared, and prompts that start alike share their
+//! common prefix.
 #![cfg(feature = "tch")]
 
 use std::time::Duration;
@@ -110,6 +111,15 @@ fn cramped() -> EngineOptions {
         max_batch: 2,
         prefill_chunk: 4,
         prefill_tokens: 12,
+        ..EngineOptions::default()
+    }
+}
+
+/// Neither sessions nor prompts cached: every prompt is prefilled in full.
+fn no_caches() -> EngineOptions {
+    EngineOptions {
+        session_cache_bytes: 0,
+        prompt_cache_bytes: 0,
         ..EngineOptions::default()
     }
 }
@@ -221,7 +231,7 @@ fn spawn_gpt(seed: i64, options: EngineOptions) -> TchPolicy {
 
 #[tokio::test]
 async fn sessions_reuse_their_keys_and_values_across_turns_exactly() {
-    let without = spawn_gpt(3, EngineOptions::default());
+    let without = spawn_gpt(3, no_caches());
     let want = three_turns(&without, None).await;
     assert_eq!(without.stats().reused_tokens, 0);
 
@@ -298,6 +308,55 @@ async fn identical_prompts_are_prefilled_once_and_shared() {
 }
 
 #[tokio::test]
+async fn prompts_that_start_alike_copy_their_common_prefix() {
+    // Two tasks of one env: the same 30-id system prompt and tool specs, then each task's own.
+    let system: Vec<TokenId> = (0..30).map(|i| (i * 11 + 5) % 48).collect();
+    let task = |first: TokenId| -> Vec<TokenId> {
+        let mut ids = system.clone();
+        ids.extend((0..10).map(|i| (first + i * 3) % 48));
+        ids
+    };
+    let (a, b) = (task(1), task(2));
+    // Shares only 5 ids with `a`: too short to copy.
+    let mut c: Vec<TokenId> = system[..5].to_vec();
+    c.extend([47, 46, 45, 44, 43, 42]);
+    let params = SamplingParams {
+        max_new_tokens: 8,
+        seed: Some(3),
+        ..Default::default()
+    };
+    let requests: Vec<GenerationRequest> = [&a, &b, &c]
+        .iter()
+        .enumerate()
+        .map(|(i, ids)| {
+            GenerationRequest::new(ids.to_vec(), params.clone()).with_session(format!("ep-{i}"))
+        })
+        .collect();
+    let (vs, m) = gpt(13);
+    let want = reference(&m, &requests);
+    let policy = TchPolicy::spawn_with_options(vs, m, EngineOptions::default(), 0, None).unwrap();
+    let mut got = Vec::new();
+    for request in &requests {
+        got.push(
+            policy
+                .generate(vec![request.clone()])
+                .await
+                .unwrap()
+                .remove(0),
+        );
+    }
+    assert_same(&got, &want, 1e-5, "shared prefix");
+    let stats = policy.stats();
+    assert_eq!(stats.reused_tokens, 30, "{stats:?}");
+    assert_eq!(
+        stats.prefill_tokens as usize,
+        a.len() + 10 + c.len(),
+        "{stats:?}"
+    );
+    assert_eq!(stats.shared_prompt_hits, 1, "{stats:?}");
+}
+
+#[tokio::test]
 async fn a_prompt_that_leaves_the_cached_prefix_reuses_only_what_it_shares() {
     let policy = spawn_gpt(4, EngineOptions::default());
     let reference = spawn_gpt(4, EngineOptions::default());
@@ -371,6 +430,8 @@ async fn the_session_cache_stays_within_its_byte_budget() {
     let budget = 45_000;
     let options = EngineOptions {
         session_cache_bytes: budget,
+        // Else an evicted session's next turn would copy its first prompt from there.
+        prompt_cache_bytes: 0,
         ..EngineOptions::default()
     };
     let policy = spawn_gpt(7, options);

@@ -96,8 +96,9 @@ pub(super) struct Row {
     pub(super) generation: Generation,
     /// A hash of the prompt, to find identical prompts quickly.
     pub(super) prompt_hash: u64,
-    /// Whether its prompt is prefilled from scratch (nothing was reused).
-    pub(super) fresh: bool,
+    /// Whether its prompt goes to the shared prompt cache once prefilled: it did not come from
+    /// its session's cache (it may have copied a prefix of another prompt).
+    pub(super) shares_prompt: bool,
 }
 
 impl Row {
@@ -109,7 +110,7 @@ impl Row {
             job,
             index,
             prompt_hash: hasher.finish(),
-            fresh: false,
+            shares_prompt: false,
             prompt: request.prompt_ids,
             params: request.params,
             rng,

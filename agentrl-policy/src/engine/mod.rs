@@ -42,8 +42,8 @@ pub struct EngineOptions {
     pub max_batch: usize,
     /// Bytes of keys and values kept between a session's turns (0 turns that reuse off).
     pub session_cache_bytes: u64,
-    /// Bytes of keys and values of recent whole prompts, copied by later requests with the
-    /// same prompt instead of computing them again (0 turns that sharing off).
+    /// Bytes of keys and values of recent whole prompts, whose longest shared prefix later
+    /// requests copy instead of computing it again (0 turns that sharing off).
     pub prompt_cache_bytes: u64,
     /// Most prompt ids of one row fed in one step.
     pub prefill_chunk: usize,
@@ -81,9 +81,10 @@ pub struct EngineStats {
     /// Prompt ids fed through the model (prefill), not counting reused ones.
     pub prefill_tokens: u64,
     /// Prompt ids whose keys and values came from a cache instead (a session's last turn, or
-    /// an identical prompt prefilled before).
+    /// a prompt prefilled before that starts the same way).
     pub reused_tokens: u64,
-    /// Requests whose prompt's keys and values were copied from an identical prompt's.
+    /// Requests that copied keys and values of a cached prompt (the same one, or one sharing
+    /// at least 8 leading ids).
     pub shared_prompt_hits: u64,
     /// Ids generated.
     pub generated_tokens: u64,
@@ -311,9 +312,9 @@ impl<M: PolicyModel> Engine<M> {
             self.occupied[slot] = true;
             row.slot = slot;
             row.generation.policy_version = self.version;
-            let reuse = self.load_cached(&row, slot);
+            let (reuse, from_session) = self.load_cached(&row, slot);
             row.cached = reuse;
-            row.fresh = reuse == 0;
+            row.shares_prompt = !from_session;
             self.stats.reused_tokens += reuse as u64;
             self.running.push(row);
         }
@@ -328,37 +329,41 @@ impl<M: PolicyModel> Engine<M> {
             return false;
         }
         self.running.iter().any(|r| {
-            r.fresh && r.prefilling() && r.prompt_hash == row.prompt_hash && r.prompt == row.prompt
+            r.shares_prompt
+                && r.prefilling()
+                && r.prompt_hash == row.prompt_hash
+                && r.prompt == row.prompt
         })
     }
 
     /// Loads the longest cached prefix of `row`'s prompt into `slot`: its session's last turn,
-    /// else the shared cache of whole prompts. Returns how many positions it covers.
-    fn load_cached(&mut self, row: &Row, slot: usize) -> usize {
+    /// else the longest prefix it shares with a prompt in the shared cache (the same prompt, or
+    /// one that starts alike: the system prompt and tool specs of a task's episodes). Returns
+    /// how many positions it covers and whether they came from the session.
+    fn load_cached(&mut self, row: &Row, slot: usize) -> (usize, bool) {
         if let Some(session) = &row.session
             && let Some((prefix, reuse)) = self.sessions.take(session, &row.prompt)
         {
             self.kv.reserve(self.occupied.len(), reuse);
             self.kv.load(slot, &prefix.layers, reuse);
-            return reuse;
+            return (reuse, true);
         }
-        let key = prompt_key(row.prompt_hash);
-        match self.prompts.peek(&key, &row.prompt) {
+        match self.prompts.longest(&row.prompt, MIN_SHARED_PREFIX) {
             Some((prefix, reuse)) => {
                 self.kv.reserve(self.occupied.len(), reuse);
                 self.kv.load(slot, &prefix.layers, reuse);
                 self.stats.shared_prompt_hits += 1;
-                reuse
+                (reuse, false)
             }
-            None => 0,
+            None => (0, false),
         }
     }
 
-    /// Keeps the keys and values of running row `i`'s whole prompt, just prefilled from
-    /// scratch, for later requests with the same prompt.
+    /// Keeps the keys and values of running row `i`'s whole prompt, just prefilled (in part
+    /// copied from the cache), for later requests whose prompt starts the same way.
     fn share_prompt(&mut self, i: usize) {
         let row = &self.running[i];
-        if !row.fresh || !self.prompts.enabled() {
+        if !row.shares_prompt || !self.prompts.enabled() {
             return;
         }
         let prefix = CachedPrefix {
@@ -630,8 +635,12 @@ impl<M: PolicyModel> Engine<M> {
     }
 }
 
-/// The prompt cache's key for a prompt with hash `hash` (a collision only costs a shorter
-/// reuse: every hit is checked against the cached ids).
+/// Fewest leading ids a prompt must share with a cached prompt to copy them (shorter matches,
+/// such as a lone start token, are not worth a copy).
+const MIN_SHARED_PREFIX: usize = 8;
+
+/// The prompt cache's key for a prompt with hash `hash` (one entry per distinct prompt; a
+/// collision only replaces an entry: every hit is checked against the cached ids).
 fn prompt_key(hash: u64) -> String {
     format!("{hash:016x}")
 }

@@ -1,5 +1,5 @@
-//! Keys and values kept between a session's turns (and of whole prompts shared by identical
-//! requests), under a byte budget with least-recently-used eviction.
+//! Keys and values kept between a session's turns (and of whole prompts, whose prefixes later
+//! requests share), under a byte budget with least-recently-used eviction.
 
 use std::collections::HashMap;
 
@@ -70,15 +70,33 @@ impl SessionCache {
         self.entries.contains_key(session)
     }
 
-    /// Like [`SessionCache::take`], but the entry stays (shared by every request that matches
-    /// it) and counts as just used.
-    pub(super) fn peek(&mut self, key: &str, prompt: &[TokenId]) -> Option<(&CachedPrefix, usize)> {
+    /// The entry sharing the longest prefix with `prompt`, if that is at least `least` ids,
+    /// with how many of its positions `prompt` can reuse (as in [`SessionCache::take`]). The
+    /// entry stays, shared by every request that matches it, and counts as just used; of equal
+    /// matches the most recently used wins, so the choice does not depend on hash order.
+    pub(super) fn longest(
+        &mut self,
+        prompt: &[TokenId],
+        least: usize,
+    ) -> Option<(&CachedPrefix, usize)> {
+        let most = prompt.len().saturating_sub(1);
+        let (key, reuse) = self
+            .entries
+            .iter()
+            .map(|(key, e)| {
+                (
+                    key,
+                    common_prefix(&e.prefix.ids, prompt).min(most),
+                    e.last_used,
+                )
+            })
+            .filter(|&(_, reuse, _)| reuse >= least.max(1))
+            .max_by_key(|&(_, reuse, last_used)| (reuse, last_used))
+            .map(|(key, reuse, _)| (key.clone(), reuse))?;
         self.clock += 1;
-        let clock = self.clock;
-        let entry = self.entries.get_mut(key)?;
-        entry.last_used = clock;
-        let reuse = common_prefix(&entry.prefix.ids, prompt).min(prompt.len().saturating_sub(1));
-        (reuse > 0).then_some((&entry.prefix, reuse))
+        let entry = self.entries.get_mut(&key)?;
+        entry.last_used = self.clock;
+        Some((&entry.prefix, reuse))
     }
 
     /// Keeps `prefix` for `session` (replacing what was there), evicting the least recently
