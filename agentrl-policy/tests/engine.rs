@@ -356,6 +356,38 @@ async fn prompts_that_start_alike_copy_their_common_prefix() {
     assert_eq!(stats.shared_prompt_hits, 1, "{stats:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_of_tasks_with_one_system_prompt_prefills_it_once() {
+    // An RL step arriving at once: 3 tasks × 2 episodes, every prompt the same 30-id system
+    // prompt and then 10 ids of its task. Rows wait for a prompt being prefilled that they share
+    // more with than with anything cached, then copy it.
+    let system: Vec<TokenId> = (0..30).map(|i| (i * 13 + 7) % 48).collect();
+    let step: Vec<GenerationRequest> = (0..6u32)
+        .map(|i| {
+            let task = i / 2;
+            let mut ids = system.clone();
+            ids.extend((0..10).map(|j| (task + 1 + j * 5) % 48));
+            let params = SamplingParams {
+                max_new_tokens: 6,
+                seed: Some(u64::from(i)),
+                ..Default::default()
+            };
+            GenerationRequest::new(ids, params).with_session(format!("episode-{i}"))
+        })
+        .collect();
+    let (vs, m) = gpt(14);
+    let want = reference(&m, &step);
+    let policy = TchPolicy::spawn_with_options(vs, m, EngineOptions::default(), 0, None).unwrap();
+    let got = concurrently(&policy, &step).await;
+    assert_same(&got, &want, 1e-5, "one system prompt");
+    // The first prompt in full; the first episode of each other task its 10 own ids; every
+    // second episode only its last id.
+    let stats = policy.stats();
+    assert_eq!(stats.prefill_tokens, 40 + 2 * 10 + 3, "{stats:?}");
+    assert_eq!(stats.reused_tokens, 2 * 30 + 3 * 39, "{stats:?}");
+    assert_eq!(stats.shared_prompt_hits, 5, "{stats:?}");
+}
+
 #[tokio::test]
 async fn a_prompt_that_leaves_the_cached_prefix_reuses_only_what_it_shares() {
     let policy = spawn_gpt(4, EngineOptions::default());

@@ -94,7 +94,7 @@ pub(super) struct Row {
     pub(super) cached: usize,
     /// What has been generated so far.
     pub(super) generation: Generation,
-    /// A hash of the prompt, to find identical prompts quickly.
+    /// A hash of the prompt: its key in the prompt cache.
     pub(super) prompt_hash: u64,
     /// Whether its prompt goes to the shared prompt cache once prefilled: it did not come from
     /// its session's cache (it may have copied a prefix of another prompt).

@@ -32,7 +32,7 @@ use crate::sampling::sample_token;
 pub(crate) use jobs::Job;
 pub use jobs::StreamedToken;
 use jobs::{JobState, Row};
-use sessions::{CachedPrefix, SessionCache};
+use sessions::{CachedPrefix, SessionCache, reusable};
 use slots::{SlotKv, SlotStep};
 
 /// The engine's knobs.
@@ -288,17 +288,18 @@ impl<M: PolicyModel> Engine<M> {
         self.stats.cancelled += (before - after) as u64;
     }
 
-    /// Moves waiting rows into free slots, loading what their session (or, for a prompt seen
-    /// before, the shared prompt cache) has cached. A row whose identical prompt is being
-    /// prefilled right now waits a step and then copies it instead of computing it again (the
-    /// episodes of a GRPO group all start from the same prompt).
+    /// Moves waiting rows into free slots, loading what their session (or, for a prompt that
+    /// starts like one seen before, the shared prompt cache) has cached. A row whose prompt
+    /// shares more with a prompt being prefilled right now than with any cached one waits a step
+    /// and then copies it instead of computing it again (the episodes of a GRPO group all start
+    /// from the same prompt, and the tasks of an env from the same system prompt).
     fn admit(&mut self) {
         let mut deferred = Vec::new();
         while self.running.len() < self.options.max_batch {
             let Some(mut row) = self.waiting.pop_front() else {
                 break;
             };
-            if self.twin_is_prefilling(&row) {
+            if self.sharer_is_prefilling(&row) {
                 deferred.push(row);
                 continue;
             }
@@ -323,17 +324,21 @@ impl<M: PolicyModel> Engine<M> {
         }
     }
 
-    /// Whether `row` would prefill from scratch a prompt that a running row is prefilling now.
-    fn twin_is_prefilling(&self, row: &Row) -> bool {
+    /// Whether `row` (not continuing a cached session) would copy more of its prompt from a
+    /// running row's prompt, once that is prefilled, than the prompt cache holds now.
+    fn sharer_is_prefilling(&self, row: &Row) -> bool {
         if !self.prompts.enabled() || row.session.as_ref().is_some_and(|s| self.sessions.has(s)) {
             return false;
         }
-        self.running.iter().any(|r| {
-            r.shares_prompt
-                && r.prefilling()
-                && r.prompt_hash == row.prompt_hash
-                && r.prompt == row.prompt
-        })
+        let from_running = self
+            .running
+            .iter()
+            .filter(|r| r.shares_prompt && r.prefilling())
+            .map(|r| reusable(&r.prompt, &row.prompt))
+            .max()
+            .unwrap_or(0);
+        from_running >= MIN_SHARED_PREFIX
+            && from_running > self.prompts.longest_reuse(&row.prompt, MIN_SHARED_PREFIX)
     }
 
     /// Loads the longest cached prefix of `row`'s prompt into `slot`: its session's last turn,

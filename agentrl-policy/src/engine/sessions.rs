@@ -61,7 +61,7 @@ impl SessionCache {
     ) -> Option<(CachedPrefix, usize)> {
         let entry = self.entries.remove(session)?;
         self.bytes -= entry.bytes;
-        let reuse = common_prefix(&entry.prefix.ids, prompt).min(prompt.len().saturating_sub(1));
+        let reuse = reusable(&entry.prefix.ids, prompt);
         (reuse > 0).then_some((entry.prefix, reuse))
     }
 
@@ -79,24 +79,27 @@ impl SessionCache {
         prompt: &[TokenId],
         least: usize,
     ) -> Option<(&CachedPrefix, usize)> {
-        let most = prompt.len().saturating_sub(1);
-        let (key, reuse) = self
-            .entries
-            .iter()
-            .map(|(key, e)| {
-                (
-                    key,
-                    common_prefix(&e.prefix.ids, prompt).min(most),
-                    e.last_used,
-                )
-            })
-            .filter(|&(_, reuse, _)| reuse >= least.max(1))
-            .max_by_key(|&(_, reuse, last_used)| (reuse, last_used))
-            .map(|(key, reuse, _)| (key.clone(), reuse))?;
+        let (key, reuse) = self.best_match(prompt, least)?;
         self.clock += 1;
         let entry = self.entries.get_mut(&key)?;
         entry.last_used = self.clock;
         Some((&entry.prefix, reuse))
+    }
+
+    /// How many positions [`SessionCache::longest`] would give `prompt` (0 for none), without
+    /// touching the entry.
+    pub(super) fn longest_reuse(&self, prompt: &[TokenId], least: usize) -> usize {
+        self.best_match(prompt, least).map_or(0, |(_, reuse)| reuse)
+    }
+
+    /// The key and reuse of the best match for `prompt`, if it reaches `least` ids.
+    fn best_match(&self, prompt: &[TokenId], least: usize) -> Option<(String, usize)> {
+        self.entries
+            .iter()
+            .map(|(key, e)| (key, reusable(&e.prefix.ids, prompt), e.last_used))
+            .filter(|&(_, reuse, _)| reuse >= least.max(1))
+            .max_by_key(|&(_, reuse, last_used)| (reuse, last_used))
+            .map(|(key, reuse, _)| (key.clone(), reuse))
     }
 
     /// Keeps `prefix` for `session` (replacing what was there), evicting the least recently
@@ -163,4 +166,10 @@ impl SessionCache {
 /// How many leading ids `a` and `b` share.
 fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// How many positions cached for `cached` a request for `prompt` can reuse: the ids they
+/// share, less the prompt's last (fed again to give the next token's logits).
+pub(super) fn reusable(cached: &[TokenId], prompt: &[TokenId]) -> usize {
+    common_prefix(cached, prompt).min(prompt.len().saturating_sub(1))
 }
