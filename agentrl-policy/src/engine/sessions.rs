@@ -79,7 +79,9 @@ impl SessionCache {
         prompt: &[TokenId],
         least: usize,
     ) -> Option<(&CachedPrefix, usize)> {
-        let (key, reuse) = self.best_match(prompt, least)?;
+        let (key, reuse) = self
+            .best_match(prompt, least)
+            .map(|(key, reuse)| (key.to_owned(), reuse))?;
         self.clock += 1;
         let entry = self.entries.get_mut(&key)?;
         entry.last_used = self.clock;
@@ -93,13 +95,13 @@ impl SessionCache {
     }
 
     /// The key and reuse of the best match for `prompt`, if it reaches `least` ids.
-    fn best_match(&self, prompt: &[TokenId], least: usize) -> Option<(String, usize)> {
+    fn best_match(&self, prompt: &[TokenId], least: usize) -> Option<(&str, usize)> {
         self.entries
             .iter()
-            .map(|(key, e)| (key, reusable(&e.prefix.ids, prompt), e.last_used))
+            .map(|(key, e)| (key.as_str(), reusable(&e.prefix.ids, prompt), e.last_used))
             .filter(|&(_, reuse, _)| reuse >= least.max(1))
             .max_by_key(|&(_, reuse, last_used)| (reuse, last_used))
-            .map(|(key, reuse, _)| (key.clone(), reuse))
+            .map(|(key, reuse, _)| (key, reuse))
     }
 
     /// Keeps `prefix` for `session` (replacing what was there), evicting the least recently
