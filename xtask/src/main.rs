@@ -37,10 +37,11 @@ commands:
                         only), failing on errors and warnings; prints each combination's number
                         of crates in `cargo tree`; PKG limits it to the named packages
   cycles                fail on import circles between the source files of a crate
-  demo [--multitask]    setup, build the `agentrl` binary (release) and run
-                        `agentrl demo --config configs/demo.toml --run-dir runs/demo`;
-                        --multitask: configs/multitask.toml into runs/multitask (one policy,
-                        several multi-turn envs)
+  demo [--multitask]    setup, build the `agentrl` binary with the light envs only
+                        (target/demo/agentrl) and run `agentrl demo --config
+                        configs/demo.toml --run-dir runs/demo`; --multitask: the full
+                        release binary, configs/multitask.toml into runs/multitask (one
+                        policy, several multi-turn envs)
   ablation [--seeds N | --seed K]
                         every configs/ablation/*.toml (variants of the multi-task run) for
                         seeds 0..N (default 3), or seed K alone, into runs/ablation/, then
