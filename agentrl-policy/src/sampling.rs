@@ -140,7 +140,7 @@ fn exp_nonpositive(x: f32) -> f32 {
     // ln 2 in two parts: `n * LN2_HIGH` is exact for the `n` that occur.
     const LN2_HIGH: f32 = 0.693_359_4;
     const LN2_LOW: f32 = -2.121_944_4e-4;
-    let x = x.min(0.0).max(-87.0);
+    let x = x.clamp(-87.0, 0.0);
     let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
     let r = x - n * LN2_HIGH - n * LN2_LOW;
     let mut p = 1.0 / 5040.0;
