@@ -35,6 +35,7 @@ pub mod chat;
 pub mod cross;
 mod fanout;
 #[doc(hidden)]
+#[cfg(feature = "hf")]
 pub mod fuzzing;
 pub mod gguf;
 pub mod hf;

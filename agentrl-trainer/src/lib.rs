@@ -15,9 +15,10 @@
 //! ([`config`]); the `agentrl` binary's training subcommands are library functions in
 //! [`commands`], so its `main.rs` only parses arguments. The trainer knows no env by name: it
 //! asks the run's [`EnvFactory`](agentrl_env::EnvFactory) for tasks, sessions and
-//! demonstrators. The default feature `full` compiles in every env, tool and dataset format;
-//! without it only the six light envs are there and the build skips tantivy, SQLite and
-//! Parquet (what `cargo xtask demo` builds).
+//! demonstrators. The default feature `full` compiles in every env, tool, dataset format and
+//! pretrained-model format; without it only the six light envs and the tiny GPT are there and
+//! the build skips tantivy, SQLite, Parquet, tokenizers and minijinja (what `cargo xtask demo`
+//! builds).
 //!
 //! ```no_run
 //! use agentrl_trainer::{config::RunConfig, run::demo};

@@ -60,12 +60,15 @@ enum Command {
     Controller(agentrl_env::cli::ControllerArgs),
     /// Prints, as JSON, the log-probability of each token id given its prefix under a Llama
     /// model (checkpoint directory, .safetensors or .gguf).
+    #[cfg(feature = "full")]
     Logprobs(agentrl_policy::serve::logprobs::LogprobsArgs),
     /// Greedily answers one user message with a Llama-family model (.gguf file or Hugging
     /// Face directory), using the model's own tokenizer and chat template.
+    #[cfg(feature = "full")]
     Chat(agentrl_policy::serve::chat::ChatArgs),
     /// Serves a model over an OpenAI-compatible HTTP API (completions with token ids and
     /// logprobs, chat with tools, weight reloads) until Ctrl-C.
+    #[cfg(feature = "full")]
     Serve(agentrl_policy::serve::ServeArgs),
 }
 
@@ -94,10 +97,13 @@ async fn run(command: Command) -> Result<()> {
         }
         Command::EnvServer(args) => agentrl_env::cli::run_env_server(args).await?,
         Command::Controller(args) => agentrl_env::cli::run_controller(args).await?,
+        #[cfg(feature = "full")]
         Command::Logprobs(args) => {
             agentrl_policy::serve::logprobs::run(&args, &mut std::io::stdout())?
         }
+        #[cfg(feature = "full")]
         Command::Chat(args) => agentrl_policy::serve::chat::run(&args, &mut std::io::stdout())?,
+        #[cfg(feature = "full")]
         Command::Serve(args) => agentrl_policy::serve::run(args).await?,
     }
     Ok(())

@@ -9,7 +9,7 @@ use agentrl_env::EnvFactory;
 use agentrl_policy::{ChatFormat, EngineOptions, TchPolicy, TinyChatFormat};
 use tch::Device;
 
-use crate::config::{CROSS_WITH_SERVERS, RunConfig};
+use crate::config::{CROSS_WITH_SERVERS, PretrainedModel, RunConfig};
 use crate::cross_policy::{CrossSync, cross_rollout_policy};
 use crate::demos::collect_demonstrations;
 use crate::eval::{EvalReport, evaluate};
@@ -24,7 +24,9 @@ use crate::rollout::RolloutContext;
 use crate::weight_sync::{ServerPush, WeightSync};
 use agentrl_policy::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
 pub use agentrl_policy::device::{config_device, default_device};
-use agentrl_policy::load::{load_chat_format, load_llama, model_name};
+#[cfg(feature = "full")]
+use agentrl_policy::load::load_chat_format;
+use agentrl_policy::load::{load_llama, model_name};
 
 /// A configured run: its config, env, chat format, device and directory.
 pub struct Run {
@@ -40,6 +42,31 @@ pub struct Run {
     pub dir: PathBuf,
 }
 
+/// The chat format (tokenizer and template) of a pretrained model, with the config's template
+/// override.
+#[cfg(feature = "full")]
+fn pretrained_format(pretrained: &PretrainedModel) -> Result<Arc<dyn ChatFormat>> {
+    let template = match &pretrained.chat_template {
+        Some(t) => Some(std::fs::read_to_string(t).map_err(|e| Error::io("reading", t, e))?),
+        None => None,
+    };
+    Ok(Arc::new(load_chat_format(
+        &pretrained.path,
+        template.as_deref(),
+    )?))
+}
+
+/// Without the `full` feature there are no Hugging Face tokenizers or chat templates.
+#[cfg(not(feature = "full"))]
+fn pretrained_format(pretrained: &PretrainedModel) -> Result<Arc<dyn ChatFormat>> {
+    Err(Error::Config(format!(
+        "[model] pretrained = {}: this agentrl was built without the `full` feature, which \
+         pretrained models need for their tokenizer and chat template; build the full binary \
+         with `cargo build --release -p agentrl-trainer --bin agentrl`",
+        pretrained.path.display()
+    )))
+}
+
 impl Run {
     /// Prepares a run directory (creating it and copying the config into it).
     pub fn new(config: RunConfig, dir: &Path) -> Result<Self> {
@@ -52,15 +79,7 @@ impl Run {
         tch::manual_seed(config.seed as i64);
         let format: Arc<dyn ChatFormat> = match config.model.pretrained() {
             None => Arc::new(TinyChatFormat::new()),
-            Some(pretrained) => {
-                let template = match &pretrained.chat_template {
-                    Some(t) => {
-                        Some(std::fs::read_to_string(t).map_err(|e| Error::io("reading", t, e))?)
-                    }
-                    None => None,
-                };
-                Arc::new(load_chat_format(&pretrained.path, template.as_deref())?)
-            }
+            Some(pretrained) => pretrained_format(pretrained)?,
         };
         Ok(Run {
             factory: crate::envs::env_factory(&config.env)?,

@@ -2,18 +2,26 @@
 //! from `tokenizer_config.json` ([`ChatTemplate`]), Hermes/Qwen and Llama 3 tool-call parsers
 //! ([`parse_tool_calls`]) and [`HfChatFormat`], a [`crate::ChatFormat`] built on top of them.
 //! Tokenizer and template can also be rebuilt from a GGUF file's metadata
-//! ([`HfTokenizer::from_gguf`], [`ChatTemplate::from_gguf`]).
+//! ([`HfTokenizer::from_gguf`], [`ChatTemplate::from_gguf`]). Tokenizer, templates and
+//! `HfChatFormat` need the `hf` feature (on by default); the parsers do not.
 
+#[cfg(feature = "hf")]
 mod format;
 mod generation;
+#[cfg(feature = "hf")]
 mod gguf_tokenizer;
+#[cfg(feature = "hf")]
 mod template;
+#[cfg(feature = "hf")]
 mod tokenizer;
 mod tool_parse;
 
+#[cfg(feature = "hf")]
 pub use format::HfChatFormat;
 pub use generation::{GENERATION_CONFIG_FILE, GenerationDefaults};
+#[cfg(feature = "hf")]
 pub use template::{ChatTemplate, TEMPLATE_JINJA_FILE, TEMPLATE_JSON_FILE, TOKENIZER_CONFIG_FILE};
+#[cfg(feature = "hf")]
 pub use tokenizer::HfTokenizer;
 pub use tool_parse::{
     PYTHON_TAG, ParsedToolCalls, TOOL_CALL_CLOSE, TOOL_CALL_OPEN, parse_hermes_tool_calls,

@@ -16,5 +16,14 @@ pub use chat::ChatReply;
 /// The HTTP header that carries [`agentrl_core::GenerationRequest::session`]: servers that know
 /// it (`agentrl serve`) keep the session's keys and values between its turns; others ignore it.
 pub const SESSION_HEADER: &str = "x-session-id";
+
+/// The request header carrying a weight file's SHA-256 (64 lowercase or uppercase hex digits)
+/// when a trainer uploads it to `agentrl serve`.
+pub const CHECKSUM_HEADER: &str = "x-content-sha256";
+
+/// Lowercase hex of `bytes` (a [`CHECKSUM_HEADER`] value from a digest).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 pub use client::HttpPolicy;
 pub use config::{ApiFlavor, HttpPolicyConfig};

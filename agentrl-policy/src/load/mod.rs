@@ -5,7 +5,9 @@
 pub mod pretrained;
 pub mod tiny;
 
-pub use pretrained::{is_gguf, load_chat_format, load_llama, load_llama_chat, model_name};
+pub use pretrained::{is_gguf, load_llama, model_name};
+#[cfg(feature = "hf")]
+pub use pretrained::{load_chat_format, load_llama_chat};
 pub use tiny::{
     is_agentrl_checkpoint, load_tiny, read_tiny_shape, tiny_shape_from_toml, tiny_weights_file,
 };

@@ -7,7 +7,9 @@ use std::path::Path;
 use agentrl_core::{Error, Result};
 use tch::{Device, nn};
 
+#[cfg(feature = "hf")]
 use crate::gguf::GgufFile;
+#[cfg(feature = "hf")]
 use crate::hf::{ChatTemplate, GenerationDefaults, HfChatFormat, HfError, HfTokenizer};
 use crate::llama::{Dtype, Llama};
 
@@ -20,6 +22,7 @@ pub fn is_gguf(path: &Path) -> bool {
 
 /// Checks that `path` is a `.gguf` file or a Hugging Face model directory with the files a
 /// chat model needs.
+#[cfg(feature = "hf")]
 fn check_model_path(path: &Path) -> Result<()> {
     if !path.exists() {
         return Err(Error::Config(format!(
@@ -53,6 +56,7 @@ fn check_model_path(path: &Path) -> Result<()> {
 /// directory's template is `chat_template.jinja`, else `chat_template.json`, else the field of
 /// `tokenizer_config.json` (see [`ChatTemplate::from_model_dir`]); the `eos_token_id`s of its
 /// `generation_config.json` join the stop ids.
+#[cfg(feature = "hf")]
 pub fn load_chat_format(path: &Path, template: Option<&str>) -> Result<HfChatFormat> {
     check_model_path(path)?;
     let hf = |e: HfError| Error::Policy(format!("{}: {e}", path.display()));
@@ -105,6 +109,7 @@ pub fn load_llama(path: &Path, device: Device, dtype: Dtype) -> Result<(nn::VarS
 /// Loads a Llama-family model and its chat format from a `.gguf` file (weights, tokenizer and
 /// template all come from it) or a Hugging Face directory (`config.json`, safetensors weights,
 /// `tokenizer.json`, `tokenizer_config.json`).
+#[cfg(feature = "hf")]
 pub fn load_llama_chat(
     path: &Path,
     device: Device,

@@ -25,8 +25,7 @@ use tokio::io::AsyncWriteExt;
 use super::Shared;
 use super::api::ApiError;
 
-/// The request header carrying an uploaded file's SHA-256 (64 lowercase or uppercase hex digits).
-pub const CHECKSUM_HEADER: &str = "x-content-sha256";
+pub use crate::http::{CHECKSUM_HEADER, hex};
 
 /// Default cap of one uploaded file: 64 GiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 30;
@@ -217,11 +216,6 @@ fn announced_checksum(headers: &HeaderMap) -> Result<String, ApiError> {
         )));
     }
     Ok(value)
-}
-
-/// Lowercase hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `PUT /v1/weights/{version}/{file}`: streams the body to the store, checks its size and

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use agentrl_policy::serve::upload::{CHECKSUM_HEADER, hex};
+use agentrl_policy::http::{CHECKSUM_HEADER, hex};
 use axum::body::Bytes;
 use http_body::{Frame, SizeHint};
 use serde_json::{Value, json};
