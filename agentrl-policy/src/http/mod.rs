@@ -12,6 +12,8 @@ mod config;
 mod wire;
 
 pub use chat::ChatReply;
+pub use client::HttpPolicy;
+pub use config::{ApiFlavor, HttpPolicyConfig};
 
 /// The HTTP header that carries [`agentrl_core::GenerationRequest::session`]: servers that know
 /// it (`agentrl serve`) keep the session's keys and values between its turns; others ignore it.
@@ -25,5 +27,3 @@ pub const CHECKSUM_HEADER: &str = "x-content-sha256";
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
-pub use client::HttpPolicy;
-pub use config::{ApiFlavor, HttpPolicyConfig};
