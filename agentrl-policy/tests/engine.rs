@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use agentrl_core::{Generation, GenerationRequest, Policy, SamplingParams, SeededRng, TokenId};
 use agentrl_policy::llama::Dtype;
-use agentrl_policy::{EngineOptions, GptConfig, PolicyModel, TchPolicy, TinyGpt, snapshot_weights};
+use agentrl_policy::{
+    EngineOptions, EngineStats, GptConfig, PolicyModel, TchPolicy, TinyGpt, snapshot_weights,
+};
 use tch::{Device, nn};
 
 mod common;
@@ -122,6 +124,21 @@ fn no_caches() -> EngineOptions {
         prompt_cache_bytes: 0,
         ..EngineOptions::default()
     }
+}
+
+/// Runs `requests` as concurrent calls on an engine with `options` over `gpt(seed)`, asserts
+/// they equal the single-row reference (logprobs within 1e-5), and returns the engine's stats.
+async fn concurrent_calls_match_the_reference(
+    seed: i64,
+    requests: &[GenerationRequest],
+    options: EngineOptions,
+) -> EngineStats {
+    let (vs, m) = gpt(seed);
+    let want = reference(&m, requests);
+    let policy = TchPolicy::spawn_with_options(vs, m, options, 0, None).unwrap();
+    let got = concurrently(&policy, requests).await;
+    assert_same(&got, &want, 1e-5, "concurrent calls");
+    policy.stats()
 }
 
 /// Runs every request as its own concurrent call.
@@ -285,26 +302,18 @@ async fn identical_prompts_are_prefilled_once_and_shared() {
             GenerationRequest::new(prompt.clone(), params).with_session(format!("episode-{i}"))
         })
         .collect();
-    let (vs, m) = gpt(12);
-    let want = reference(&m, &group);
-    let policy = TchPolicy::spawn_with_options(vs, m, EngineOptions::default(), 0, None).unwrap();
-    let got = concurrently(&policy, &group).await;
-    assert_same(&got, &want, 1e-5, "shared prompt");
+    let stats = concurrent_calls_match_the_reference(12, &group, EngineOptions::default()).await;
     // The prompt is computed once; the seven others copy all of it but the last id.
-    let stats = policy.stats();
     assert_eq!(stats.prefill_tokens, 40 + 7, "{stats:?}");
     assert_eq!(stats.shared_prompt_hits, 7, "{stats:?}");
     assert!(stats.prompt_cache_bytes > 0, "{stats:?}");
     // Without the prompt cache, every row computes it.
-    let (vs, m) = gpt(12);
     let options = EngineOptions {
         prompt_cache_bytes: 0,
         ..EngineOptions::default()
     };
-    let policy = TchPolicy::spawn_with_options(vs, m, options, 0, None).unwrap();
-    let got = concurrently(&policy, &group).await;
-    assert_same(&got, &want, 1e-5, "unshared prompt");
-    assert_eq!(policy.stats().prefill_tokens, 8 * 40);
+    let stats = concurrent_calls_match_the_reference(12, &group, options).await;
+    assert_eq!(stats.prefill_tokens, 8 * 40);
 }
 
 #[tokio::test]
@@ -375,14 +384,9 @@ async fn a_step_of_tasks_with_one_system_prompt_prefills_it_once() {
             GenerationRequest::new(ids, params).with_session(format!("episode-{i}"))
         })
         .collect();
-    let (vs, m) = gpt(14);
-    let want = reference(&m, &step);
-    let policy = TchPolicy::spawn_with_options(vs, m, EngineOptions::default(), 0, None).unwrap();
-    let got = concurrently(&policy, &step).await;
-    assert_same(&got, &want, 1e-5, "one system prompt");
+    let stats = concurrent_calls_match_the_reference(14, &step, EngineOptions::default()).await;
     // The first prompt in full; the first episode of each other task its 10 own ids; every
     // second episode only its last id.
-    let stats = policy.stats();
     assert_eq!(stats.prefill_tokens, 40 + 2 * 10 + 3, "{stats:?}");
     assert_eq!(stats.reused_tokens, 2 * 30 + 3 * 39, "{stats:?}");
     assert_eq!(stats.shared_prompt_hits, 5, "{stats:?}");
