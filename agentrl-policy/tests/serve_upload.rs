@@ -8,8 +8,8 @@ mod tool_model;
 use std::sync::Arc;
 
 use agentrl_core::Policy;
+use agentrl_policy::http::{CHECKSUM_HEADER, hex};
 use agentrl_policy::llama::Dtype;
-use agentrl_policy::serve::upload::{CHECKSUM_HEADER, hex};
 use agentrl_policy::serve::{ServeState, ServedModel, UploadStore, app};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

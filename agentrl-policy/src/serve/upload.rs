@@ -25,7 +25,7 @@ use tokio::io::AsyncWriteExt;
 use super::Shared;
 use super::api::ApiError;
 
-pub use crate::http::{CHECKSUM_HEADER, hex};
+use crate::http::{CHECKSUM_HEADER, hex};
 
 /// Default cap of one uploaded file: 64 GiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 30;
