@@ -11,7 +11,7 @@ use tch::Device;
 
 use crate::config::{CROSS_WITH_SERVERS, PretrainedModel, RunConfig};
 use crate::cross_policy::{CrossSync, cross_rollout_policy};
-use crate::demos::collect_demonstrations;
+use crate::demos::{TooLong, collect_demonstrations};
 use crate::eval::{EvalReport, evaluate};
 use crate::learner::Learner;
 use crate::metrics::{MetricsWriter, read_metrics};
@@ -272,6 +272,10 @@ impl Run {
             .iter()
             .filter(|t| t.num_tokens() <= max_seq && t.num_generated() > 0)
             .collect();
+        let too_long = TooLong::of(&trajectories, max_seq);
+        if !too_long.is_empty() {
+            tracing::warn!("{}", too_long.message(max_seq));
+        }
         if usable.is_empty() {
             return Err(Error::Trainer(format!(
                 "{} has no usable demonstrations (each must fit in {max_seq} tokens)",
@@ -282,6 +286,10 @@ impl Run {
         let mut learner = self.learner(cfg.lr, None)?;
         let mut metrics = self.metrics()?;
         let mut rng = SeededRng::from_parts(&[self.config.seed, 0x5F7]);
+        metrics.write(&serde_json::json!({
+            "kind": "sft_data", "demonstrations": trajectories.len(), "usable": usable.len(),
+            "unreadable": bad.len(), "too_long": too_long.per_env,
+        }))?;
         let progress = crate::progress::phase("SFT", cfg.steps as u64);
         let t0 = Instant::now();
         let mut non_finite_skipped = 0usize;
