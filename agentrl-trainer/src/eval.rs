@@ -31,6 +31,10 @@ pub struct EvalReport {
     /// pass@k when each task was played k > 1 times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pass_at_k: Option<PassAtK>,
+    /// Whether the episodes were scored by the run's reward; when not (a judge or a stateful
+    /// reward), every `reward_mean` of the report is 0 and means nothing.
+    #[serde(default)]
+    pub reward_scored: bool,
 }
 
 /// pass@k: the share of tasks solved by at least one of their k episodes.
@@ -90,6 +94,7 @@ impl EvalReport {
             mean_turns: all.turns_mean,
             per_task: by_task(episodes),
             pass_at_k: PassAtK::of(episodes),
+            reward_scored: false,
         }
     }
 

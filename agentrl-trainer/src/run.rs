@@ -346,7 +346,12 @@ impl Run {
             .zip(0..)
             .flat_map(|pair| std::iter::repeat_n(pair, samples))
             .collect();
-        let (report, trajectories) = evaluate(&ctx, tasks, &self.config.eval.sampling).await?;
+        let (mut report, mut trajectories) =
+            evaluate(&ctx, tasks, &self.config.eval.sampling).await?;
+        if self.score_evaluation(&mut trajectories).await? {
+            report = EvalReport::of(&trajectories);
+            report.reward_scored = true;
+        }
         crate::eval::save_evaluation(
             &self.dir,
             label,
@@ -367,6 +372,31 @@ impl Run {
             }
         }
         Ok(report)
+    }
+
+    /// Scores evaluation episodes with a fresh instance of the run's reward, so the saved
+    /// episodes and the report carry the reward RL would have given them. Only a reward that
+    /// needs no judge model and keeps no state is used (a fresh normaliser would score on
+    /// other statistics than the run's); returns whether the episodes were scored.
+    async fn score_evaluation(&self, episodes: &mut [Trajectory]) -> Result<bool> {
+        if self.config.reward.needs_judge() {
+            return Ok(false);
+        }
+        let reward = self.config.reward.build()?;
+        if reward.state().is_some() {
+            return Ok(false);
+        }
+        for episode in episodes.iter_mut() {
+            agentrl_reward::apply(reward.as_ref(), episode)
+                .await
+                .map_err(|e| {
+                    Error::Trainer(format!(
+                        "reward of evaluation task {} ({}) failed: {e}",
+                        episode.task_id, episode.env_id
+                    ))
+                })?;
+        }
+        Ok(true)
     }
 
     /// GRPO with the async pipeline, starting from `learner` at step `start_step` (the optimiser

@@ -28,7 +28,24 @@ async fn rl_run(max_staleness: u64) -> (tempfile::TempDir, Vec<serde_json::Value
     }
     let report = run.evaluate(&learner, "after_rl", 3).await.unwrap();
     assert_eq!(report.tasks, 6);
-    assert!(dir.path().join("samples/eval_after_rl.jsonl").exists());
+    // The evaluation is scored by the run's reward (outcome: 1 solved, 0 not), in the report
+    // and in the saved episodes.
+    assert!(report.reward_scored);
+    let (evaluated, bad) =
+        agentrl_core::read_jsonl(&dir.path().join("samples/eval_after_rl.jsonl")).unwrap();
+    assert!(bad.is_empty());
+    assert_eq!(evaluated.len(), 6);
+    for episode in &evaluated {
+        assert_eq!(episode.reward, f64::from(u8::from(episode.success)));
+        assert!(episode.reward_parts.contains_key("outcome"), "{episode:?}");
+    }
+    let solved = evaluated.iter().filter(|e| e.success).count() as f64;
+    let rewards: f64 = report
+        .per_task
+        .values()
+        .map(|s| s.reward_mean * s.episodes as f64)
+        .sum();
+    assert!((rewards - solved).abs() < 1e-9, "{rewards} vs {solved}");
     let (sampled, bad) =
         agentrl_core::read_jsonl(&dir.path().join("samples/rl_step_000003.jsonl")).unwrap();
     assert!(bad.is_empty());
