@@ -3,18 +3,21 @@
 //! 0.5 for a draw, 0 for a loss.
 
 mod board;
+mod demonstrator;
 mod env;
 mod search;
 mod task;
 
-use agentrl_core::{Env, Message, Split, Task, ToolCall};
+use agentrl_core::{Env, Message, Result, Split, Task, ToolCall};
 use serde_json::json;
 
 pub use board::{Board, COLUMNS, Piece, ROWS};
+pub use demonstrator::{STRATEGY_DEMONSTRATOR_KNOBS, StrategyDemonstrator};
 pub use env::{DropTool, Outcome, StrategyGameEnv};
 pub use search::{Opponent, best_column, scored_moves, winning_column};
 pub use task::{Game, game_of, generate, to_task};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
@@ -82,6 +85,15 @@ impl EnvFactory for StrategyGame {
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(StrategyExpert::default())
     }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        STRATEGY_DEMONSTRATOR_KNOBS
+    }
+
+    /// A [`StrategyDemonstrator`] (see [`StrategyDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(StrategyDemonstrator::from_knobs(seed, knobs)?))
+    }
 }
 
 /// The reference solver: reads the latest board in the conversation and plays the best
@@ -102,22 +114,34 @@ impl Default for StrategyExpert {
 
 impl Solver for StrategyExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let game = match game_of(task) {
-            Ok(g) => g,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
-        };
-        let board = history
-            .iter()
-            .rev()
-            .find_map(|m| Board::parse_last(m.text()))
-            .unwrap_or_else(|| game.board());
-        match best_column(&board, game.agent(), self.depth) {
-            Some(column) => {
-                let id = format!("call_{}", history.len());
-                let call = ToolCall::new(id, "drop", &json!({ "column": column + 1 }));
-                Message::assistant_tool_calls(None, vec![call])
-            }
-            None => Message::assistant("The board is full."),
+        next_move(task, history, |board, agent| {
+            best_column(board, agent, self.depth)
+        })
+    }
+}
+
+/// The move of a scripted player on `task` after `history`: a `drop` call for the column
+/// (0-based) that `choose` picks for the agent on the latest board.
+fn next_move(
+    task: &Task,
+    history: &[Message],
+    choose: impl FnOnce(&Board, Piece) -> Option<usize>,
+) -> Message {
+    let game = match game_of(task) {
+        Ok(g) => g,
+        Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
+    };
+    let board = history
+        .iter()
+        .rev()
+        .find_map(|m| Board::parse_last(m.text()))
+        .unwrap_or_else(|| game.board());
+    match choose(&board, game.agent()) {
+        Some(column) => {
+            let id = format!("call_{}", history.len());
+            let call = ToolCall::new(id, "drop", &json!({ "column": column + 1 }));
+            Message::assistant_tool_calls(None, vec![call])
         }
+        None => Message::assistant("The board is full."),
     }
 }
