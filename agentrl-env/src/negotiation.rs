@@ -3,6 +3,7 @@
 //! scripted partner; one session carries both, and messages name the seat they are for.
 
 mod deal;
+mod demonstrator;
 mod env;
 mod task;
 mod tools;
@@ -11,10 +12,12 @@ use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolCall};
 use serde_json::json;
 
 pub use deal::{Deal, ITEMS, Move, Seat, Split3, TOTAL_VALUE, Table, split_text};
+pub use demonstrator::{NEGOTIATION_DEMONSTRATOR_KNOBS, NegotiationDemonstrator};
 pub use env::{Control, NegotiationEnv, status_line};
 pub use task::{MAX_PROPOSALS, deal_of, generate, to_task};
 pub use tools::{AcceptTool, ProposeTool};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
@@ -84,6 +87,15 @@ impl EnvFactory for Negotiation {
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(NegotiationExpert)
     }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        NEGOTIATION_DEMONSTRATOR_KNOBS
+    }
+
+    /// A [`NegotiationDemonstrator`] (see [`NegotiationDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(NegotiationDemonstrator::from_knobs(seed, knobs)?))
+    }
 }
 
 /// Reads the last `Your turn (seat): K of N proposals made; ...` line of `history`: the seat,
@@ -120,27 +132,37 @@ pub struct NegotiationExpert;
 
 impl Solver for NegotiationExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let deal = match deal_of(task) {
-            Ok(d) => d,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
-        };
-        let Some((seat, proposals, offer)) = read_status(history) else {
-            return Message::assistant("I cannot tell whose turn it is.");
-        };
-        let mut table = Table::new(deal);
-        table.turn = seat;
-        table.proposals = proposals;
-        table.offer = offer.map(|mine| (seat.other(), table.deal.rest(&mine)));
-        let id = format!("call_{}", history.len());
-        let call = match table.expert_move(seat) {
-            Move::Accept => ToolCall::new(id, "accept", &json!({})),
-            Move::Propose(keep) => {
-                let args = json!({ ITEMS[0]: keep[0], ITEMS[1]: keep[1], ITEMS[2]: keep[2] });
-                ToolCall::new(id, "propose", &args)
-            }
-        };
-        let mut message = Message::assistant_tool_calls(None, vec![call]);
-        message.name = Some(seat.name().to_string());
-        message
+        next_move(task, history, false)
     }
+}
+
+/// The move of a scripted negotiator on `task` after `history`: the reference move, except
+/// that with `accept_any` it accepts whatever offer stands.
+fn next_move(task: &Task, history: &[Message], accept_any: bool) -> Message {
+    let deal = match deal_of(task) {
+        Ok(d) => d,
+        Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
+    };
+    let Some((seat, proposals, offer)) = read_status(history) else {
+        return Message::assistant("I cannot tell whose turn it is.");
+    };
+    let mut table = Table::new(deal);
+    table.turn = seat;
+    table.proposals = proposals;
+    table.offer = offer.map(|mine| (seat.other(), table.deal.rest(&mine)));
+    let id = format!("call_{}", history.len());
+    let choice = match table.offer_to(seat) {
+        Some(_) if accept_any => Move::Accept,
+        _ => table.expert_move(seat),
+    };
+    let call = match choice {
+        Move::Accept => ToolCall::new(id, "accept", &json!({})),
+        Move::Propose(keep) => {
+            let args = json!({ ITEMS[0]: keep[0], ITEMS[1]: keep[1], ITEMS[2]: keep[2] });
+            ToolCall::new(id, "propose", &args)
+        }
+    };
+    let mut message = Message::assistant_tool_calls(None, vec![call]);
+    message.name = Some(seat.name().to_string());
+    message
 }
