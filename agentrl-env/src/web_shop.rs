@@ -3,18 +3,21 @@
 //! of requested attributes and options the purchase matches, times a price condition.
 
 mod catalog;
+mod demonstrator;
 mod env;
 mod site;
 mod task;
 
-use agentrl_core::{Env, Message, Split, Task, ToolCall};
+use agentrl_core::{Env, Message, Result, Split, Task, ToolCall};
 use serde_json::{Value, json};
 
 pub use catalog::{ATTRIBUTES, CATEGORIES, COLOURS, Product, Purchase, SIZES, Shop, Wish};
+pub use demonstrator::{SHOP_DEMONSTRATOR_KNOBS, ShopDemonstrator};
 pub use env::{WebShopEnv, reward};
 pub use site::{PAGE_SIZE, Store};
 pub use task::{generate, shop_of, split_of};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::transcript::exchanges;
 use crate::wrappers::TurnLimit;
@@ -63,6 +66,15 @@ impl EnvFactory for WebShop {
     /// The expert is deterministic, so `seed` is not used.
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(ShopExpert)
+    }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        SHOP_DEMONSTRATOR_KNOBS
+    }
+
+    /// A [`ShopDemonstrator`] (see [`ShopDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(ShopDemonstrator::from_knobs(seed, knobs)?))
     }
 }
 
@@ -130,64 +142,80 @@ fn on_results(history: &[Message], page: &str, wish: &Wish, seen: &[&str]) -> Me
 
 impl Solver for ShopExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let shop = match shop_of(task) {
-            Ok(s) => s,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
-        };
-        let wish = &shop.wish;
-        let calls = exchanges(history, "browser");
-        let pages: Vec<&str> = calls
+        next_action(task, history, false)
+    }
+}
+
+/// The next action of the scripted shoppers on `task` after `history`. With `settle`, it buys
+/// the first product it opens (see [`ShopDemonstrator`]) instead of going back when the page
+/// does not offer the wanted size or colour.
+fn next_action(task: &Task, history: &[Message], settle: bool) -> Message {
+    let shop = match shop_of(task) {
+        Ok(s) => s,
+        Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
+    };
+    let wish = &shop.wish;
+    let calls = exchanges(history, "browser");
+    let pages: Vec<&str> = calls
+        .iter()
+        .filter_map(|x| x.answer)
+        .filter(|a| a.starts_with("URL: "))
+        .collect();
+    let Some(page) = pages.last() else {
+        let statement = history.first().map(Message::text).unwrap_or("");
+        let url = statement
+            .split_once("Shop at ")
+            .and_then(|(_, r)| r.split_whitespace().next())
+            .unwrap_or("");
+        return browse(history, json!({"action": "open", "url": url}));
+    };
+    let title = line_value(page, "Title: ").unwrap_or("");
+    if title == "Web Shop" {
+        let query = format!("{} {}", wish.attributes.join(" "), wish.category);
+        return browse(
+            history,
+            json!({"action": "submit", "form": 1, "fields": {"q": query}}),
+        );
+    }
+    if title.starts_with("Results for ") {
+        let seen: Vec<&str> = pages
             .iter()
-            .filter_map(|x| x.answer)
-            .filter(|a| a.starts_with("URL: "))
+            .filter(|p| p.contains("(POST /buy)"))
+            .filter_map(|p| line_value(p, "Title: "))
             .collect();
-        let Some(page) = pages.last() else {
-            let statement = history.first().map(Message::text).unwrap_or("");
-            let url = statement
-                .split_once("Shop at ")
-                .and_then(|(_, r)| r.split_whitespace().next())
-                .unwrap_or("");
-            return browse(history, json!({"action": "open", "url": url}));
-        };
-        let title = line_value(page, "Title: ").unwrap_or("");
-        if title == "Web Shop" {
-            let query = format!("{} {}", wish.attributes.join(" "), wish.category);
-            return browse(
-                history,
-                json!({"action": "submit", "form": 1, "fields": {"q": query}}),
-            );
-        }
-        if title.starts_with("Results for ") {
-            let seen: Vec<&str> = pages
-                .iter()
-                .filter(|p| p.contains("(POST /buy)"))
-                .filter_map(|p| line_value(p, "Title: "))
-                .collect();
-            return on_results(history, page, wish, &seen);
-        }
-        let price: u32 = line_value(page, "Price: $")
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(u32::MAX);
-        let category = line_value(page, "Category: ").unwrap_or("");
-        let features: Vec<&str> = line_value(page, "Features: ")
-            .unwrap_or("")
-            .split(", ")
-            .collect();
-        let fits = price <= wish.max_price
-            && category == wish.category
-            && wish
-                .attributes
-                .iter()
-                .all(|a| features.contains(&a.as_str()))
-            && options(page, "size").contains(&wish.size.as_str())
-            && options(page, "colour").contains(&wish.colour.as_str());
-        if fits {
-            let fields = json!({"size": wish.size, "colour": wish.colour});
+        return on_results(history, page, wish, &seen);
+    }
+    let price: u32 = line_value(page, "Price: $")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(u32::MAX);
+    let category = line_value(page, "Category: ").unwrap_or("");
+    let features: Vec<&str> = line_value(page, "Features: ")
+        .unwrap_or("")
+        .split(", ")
+        .collect();
+    let (sizes, colours) = (options(page, "size"), options(page, "colour"));
+    let fits = price <= wish.max_price
+        && category == wish.category
+        && wish
+            .attributes
+            .iter()
+            .all(|a| features.contains(&a.as_str()))
+        && sizes.contains(&wish.size.as_str())
+        && colours.contains(&wish.colour.as_str());
+    // The wanted option where it is offered, else (when settling) the first one offered.
+    let pick = |offered: &[&str], wanted: &str| {
+        let wanted = offered.contains(&wanted).then_some(wanted);
+        wanted.or(offered.first().copied()).map(str::to_string)
+    };
+    if fits || settle {
+        let chosen = (pick(&sizes, &wish.size), pick(&colours, &wish.colour));
+        if let (Some(size), Some(colour)) = chosen {
+            let fields = json!({"size": size, "colour": colour});
             return browse(
                 history,
                 json!({"action": "submit", "form": 1, "fields": fields}),
             );
         }
-        browse(history, json!({"action": "back"}))
     }
+    browse(history, json!({"action": "back"}))
 }
