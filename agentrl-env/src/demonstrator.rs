@@ -232,6 +232,19 @@ pub(crate) mod test_support {
         );
     }
 
+    /// Fails with a clear message unless bubblewrap (`bwrap`), which the shell envs'
+    /// sandbox runs in, is in `PATH`.
+    pub(crate) fn require_bwrap() {
+        let ok = std::process::Command::new("bwrap")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(
+            ok,
+            "these tests need bubblewrap (`bwrap`) in PATH; install it (e.g. apt-get install bubblewrap)"
+        );
+    }
+
     /// `episodes` with every local address `127.0.0.1:N` written `127.0.0.1:PORT`.
     pub(crate) fn without_ports(episodes: Vec<SolverEpisode>) -> Vec<SolverEpisode> {
         let port = regex::Regex::new(r"127\.0\.0\.1:[0-9]+").expect("a valid pattern");

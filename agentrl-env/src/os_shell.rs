@@ -1,15 +1,18 @@
 //! `os-shell`: AgentBench-OS-style chores in a generated workspace (count matching log files,
 //! find the largest file, count csv lines, rename files), done with a sandboxed `shell` tool.
 
+mod demonstrator;
 mod env;
 mod task;
 
-use agentrl_core::{Env, Message, Role, Split, Task, ToolCall};
+use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
 use serde_json::json;
 
+pub use demonstrator::{SHELL_DEMONSTRATOR_KNOBS, ShellDemonstrator};
 pub use env::{OsShellEnv, path_matches};
 pub use task::{Question, ShellTask, generate, shell_task_of, to_task};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::workspace::report_stdout;
 use crate::wrappers::TurnLimit;
@@ -59,6 +62,15 @@ impl EnvFactory for OsShell {
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(ShellExpert)
     }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        SHELL_DEMONSTRATOR_KNOBS
+    }
+
+    /// A [`ShellDemonstrator`] (see [`ShellDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(ShellDemonstrator::from_knobs(seed, knobs)?))
+    }
 }
 
 /// The reference solver: runs one shell command that computes the answer (or does the
@@ -84,29 +96,49 @@ impl ShellExpert {
     }
 }
 
+/// The command of the scripted agents for `question`: the reference one, or with `top_only`
+/// one that looks at the top folder only (`logs/*.log`, `notes/*.txt`), never in subfolders.
+fn command_for(question: &Question, top_only: bool) -> String {
+    match question {
+        Question::CountMatching { word } if top_only => {
+            format!("grep -l -- '{word}' logs/*.log | wc -l")
+        }
+        Question::RenameTxt if top_only => "for f in notes/*.txt; do mv \"$f\" \"${f%.txt}.md\"; \
+                                            done; find notes -type f"
+            .to_string(),
+        _ => ShellExpert::command(question),
+    }
+}
+
 impl Solver for ShellExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let shell_task = match shell_task_of(task) {
-            Ok(t) => t,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
-        };
-        let Some(report) = history.iter().rev().find(|m| m.role == Role::Tool) else {
-            let command = Self::command(&shell_task.question);
-            let call = ToolCall::new(
-                format!("call_{}", history.len()),
-                "shell",
-                &json!({ "command": command }),
-            );
-            return Message::assistant_tool_calls(None, vec![call]);
-        };
-        let out = report_stdout(report.text()).trim();
-        match shell_task.question {
-            Question::RenameTxt => Message::assistant("done"),
-            Question::LargestFile => {
-                let path = out.split_whitespace().last().unwrap_or("");
-                Message::assistant(path.strip_prefix("./").unwrap_or(path).to_string())
-            }
-            _ => Message::assistant(out.to_string()),
+        next_action(task, history, false)
+    }
+}
+
+/// The next action of the scripted agents on `task` after `history`: one command (see
+/// [`command_for`] for `top_only`), then the answer read from its output.
+fn next_action(task: &Task, history: &[Message], top_only: bool) -> Message {
+    let shell_task = match shell_task_of(task) {
+        Ok(t) => t,
+        Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
+    };
+    let Some(report) = history.iter().rev().find(|m| m.role == Role::Tool) else {
+        let command = command_for(&shell_task.question, top_only);
+        let call = ToolCall::new(
+            format!("call_{}", history.len()),
+            "shell",
+            &json!({ "command": command }),
+        );
+        return Message::assistant_tool_calls(None, vec![call]);
+    };
+    let out = report_stdout(report.text()).trim();
+    match shell_task.question {
+        Question::RenameTxt => Message::assistant("done"),
+        Question::LargestFile => {
+            let path = out.split_whitespace().last().unwrap_or("");
+            Message::assistant(path.strip_prefix("./").unwrap_or(path).to_string())
         }
+        _ => Message::assistant(out.to_string()),
     }
 }

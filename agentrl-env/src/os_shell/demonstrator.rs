@@ -1,0 +1,174 @@
+//! The imperfect `os-shell` demonstrator: the reference solver, or, as a habit decided once
+//! per task, a user who runs its command on the top folder only and forgets the subfolders.
+
+use agentrl_core::{Message, Result, SeededRng, Task};
+
+use super::{OS_SHELL_ID, next_action};
+use crate::demonstrator::{
+    DemonstratorKnobs, KnobDoc, PerTaskChoice, probability_knob, reject_unknown_knobs,
+};
+use crate::factory::Solver;
+
+/// Knob: probability of looking at the top folder only on a task.
+const TOP_FOLDER_ONLY_PROB: &str = "top_folder_only_prob";
+
+/// The knobs of [`ShellDemonstrator::from_knobs`] (name, doc).
+pub const SHELL_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
+    TOP_FOLDER_ONLY_PROB,
+    "probability, on a task, of running its command on the top folder only, never in \
+     subfolders: it counts matching logs with `grep -l WORD logs/*.log` and renames \
+     `notes/*.txt`, missing `logs/archive/` and `notes/drafts/` (default 0)",
+)];
+
+/// A demonstrator for supervised warm starts whose mistake is a habit, so that a cloned
+/// policy keeps it under greedy decoding and RL has something to unlearn.
+///
+/// Once per task (on its first turn) it decides, with probability `top_folder_only_prob`, to
+/// look at the top folder only: counting the logs that contain a word it greps `logs/*.log`,
+/// and renaming `.txt` notes it loops over `notes/*.txt`, so the files in subfolders are left
+/// out, which fails the task whenever a subfolder holds one that counts. The questions about
+/// `data/`, which has no subfolders, it answers like the reference solver. Otherwise it plays
+/// like [`super::ShellExpert`].
+#[derive(Debug, Clone)]
+pub struct ShellDemonstrator {
+    /// Probability of looking at the top folder only on a task.
+    pub top_folder_only_prob: f64,
+    /// Source of all its random choices.
+    pub rng: SeededRng,
+    /// For the task in progress (by id): whether it looks at the top folder only.
+    plan: PerTaskChoice<bool>,
+}
+
+impl ShellDemonstrator {
+    /// A demonstrator looking at the top folder only with probability
+    /// `top_folder_only_prob`, seeded by `seed`.
+    pub fn new(seed: u64, top_folder_only_prob: f64) -> Self {
+        ShellDemonstrator {
+            top_folder_only_prob,
+            rng: SeededRng::new(seed),
+            plan: PerTaskChoice::default(),
+        }
+    }
+
+    /// The demonstrator that `knobs` describe (see [`SHELL_DEMONSTRATOR_KNOBS`]), seeded by
+    /// `seed`; a missing knob turns its habit off, and an unknown knob or a value outside
+    /// `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming the knob.
+    pub fn from_knobs(seed: u64, knobs: &DemonstratorKnobs) -> Result<Self> {
+        reject_unknown_knobs(OS_SHELL_ID, knobs, SHELL_DEMONSTRATOR_KNOBS)?;
+        let top = probability_knob(OS_SHELL_ID, knobs, TOP_FOLDER_ONLY_PROB, 0.0)?;
+        Ok(ShellDemonstrator::new(seed, top))
+    }
+
+    /// Whether to look at the top folder only on `task`: decided on the first turn,
+    /// remembered after.
+    fn top_folder_only(&mut self, task: &Task, history: &[Message]) -> bool {
+        self.plan
+            .decide(task, history, || self.rng.chance(self.top_folder_only_prob))
+    }
+}
+
+impl Solver for ShellDemonstrator {
+    fn act(&mut self, task: &Task, history: &[Message]) -> Message {
+        let top_only = self.top_folder_only(task, history);
+        next_action(task, history, top_only)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demonstrator::test_support::{
+        assert_knob_error, assert_reference_without_knobs_and_repeatable, play, require_bwrap,
+        success_rates,
+    };
+    use crate::factory::SolverEpisode;
+    use crate::os_shell::{OsShell, Question, ShellTask, generate};
+    use agentrl_core::Split;
+    use serde_json::json;
+
+    /// Number of train tasks the rates are measured on.
+    const TASKS: u64 = 60;
+
+    /// Train task `index` of the default factory.
+    fn shell_task(index: u64) -> ShellTask {
+        generate(OsShell::default().seed, Split::Train, index)
+    }
+
+    /// Whether a file in a subfolder counts for the task: a log under `logs/archive/` with
+    /// the word, or a `.txt` note under `notes/drafts/`.
+    fn subfolder_counts(task: &ShellTask) -> bool {
+        task.files
+            .iter()
+            .any(|(path, content)| match &task.question {
+                Question::CountMatching { word } => {
+                    path.starts_with("logs/archive/")
+                        && path.ends_with(".log")
+                        && content.contains(word.as_str())
+                }
+                Question::RenameTxt => path.starts_with("notes/drafts/") && path.ends_with(".txt"),
+                Question::LargestFile | Question::CountLines => false,
+            })
+    }
+
+    /// The shell commands of `episode`.
+    fn commands(episode: &SolverEpisode) -> Vec<String> {
+        crate::transcript::exchanges(&episode.messages, "shell")
+            .into_iter()
+            .filter_map(|x| Some(x.args.get("command")?.as_str()?.to_string()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_top_folder_only_misses_files_in_subfolders() {
+        require_bwrap();
+        let factory = OsShell::default();
+        let affected = |index: u64| subfolder_counts(&shell_task(index));
+        let share = (0..TASKS).filter(|&i| affected(i)).count();
+        assert!(share >= 12, "too few tasks to tell: {share}/{TASKS}");
+        let on = play(&factory, json!({ TOP_FOLDER_ONLY_PROB: 1.0 }), 2, TASKS).await;
+        for (index, episode) in (0..).zip(&on) {
+            let commands = commands(episode);
+            assert_eq!(commands.len(), 1, "task {index}: {commands:?}");
+            let looks_deep = commands[0].contains("grep -r") || commands[0].contains("find logs");
+            assert!(!looks_deep, "task {index}: {commands:?}");
+            if matches!(shell_task(index).question, Question::RenameTxt) {
+                assert!(
+                    commands[0].starts_with("for f in notes/*.txt"),
+                    "{commands:?}"
+                );
+            }
+            assert_eq!(episode.success, !affected(index), "task {index}");
+        }
+        let (all, hit) = success_rates(&on, affected);
+        assert_eq!(hit, 0.0);
+        let half = play(&factory, json!({ TOP_FOLDER_ONLY_PROB: 0.5 }), 2, TASKS).await;
+        let (half_all, half_hit) = success_rates(&half, affected);
+        assert!(0.2 < half_hit && half_hit < 0.8, "{half_hit}");
+        assert!(all < half_all && half_all < 1.0, "{all} {half_all}");
+    }
+
+    #[tokio::test]
+    async fn without_knobs_it_is_the_reference_solver_and_seeds_repeat() {
+        require_bwrap();
+        let knobs = json!({ TOP_FOLDER_ONLY_PROB: 0.5 });
+        assert_reference_without_knobs_and_repeatable(&OsShell::default(), knobs).await;
+    }
+
+    #[test]
+    fn bad_knobs_name_the_env_and_the_knob() {
+        for (knobs, knob) in [
+            (json!({ "no_recurse_prob": 0.5 }), "`no_recurse_prob`"),
+            (
+                json!({ TOP_FOLDER_ONLY_PROB: 1.5 }),
+                "`top_folder_only_prob`",
+            ),
+            (
+                json!({ TOP_FOLDER_ONLY_PROB: true }),
+                "`top_folder_only_prob`",
+            ),
+        ] {
+            let knobs = knobs.as_object().cloned().unwrap_or_default();
+            assert_knob_error(ShellDemonstrator::from_knobs(0, &knobs), "os-shell", knob);
+        }
+    }
+}
