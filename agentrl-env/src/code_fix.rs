@@ -3,16 +3,19 @@
 //! tests that pass when it says it is done.
 
 mod catalog;
+mod demonstrator;
 mod env;
 mod task;
 
-use agentrl_core::{Env, Message, Role, Split, Task, ToolCall};
+use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
 use serde_json::json;
 
 pub use catalog::{Case, TEMPLATES, Template};
+pub use demonstrator::{CODE_FIX_DEMONSTRATOR_KNOBS, CodeFixDemonstrator};
 pub use env::CodeFixEnv;
 pub use task::{Bug, Project, generate, project_of, to_task};
 
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
 use crate::wrappers::TurnLimit;
 
@@ -61,6 +64,15 @@ impl EnvFactory for CodeFix {
     fn solver(&self, _seed: u64) -> Box<dyn Solver> {
         Box::new(CodeFixExpert)
     }
+
+    fn demonstrator_knobs(&self) -> &[KnobDoc] {
+        CODE_FIX_DEMONSTRATOR_KNOBS
+    }
+
+    /// A [`CodeFixDemonstrator`] (see [`CodeFixDemonstrator::from_knobs`]).
+    fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
+        Ok(Box::new(CodeFixDemonstrator::from_knobs(seed, knobs)?))
+    }
 }
 
 /// `source` with every planted bug line replaced by its fix.
@@ -82,32 +94,42 @@ pub struct CodeFixExpert;
 
 impl Solver for CodeFixExpert {
     fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let project = match project_of(task) {
-            Ok(p) => p,
-            Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
-        };
-        let last_call = history
-            .iter()
-            .rev()
-            .filter(|m| m.role == Role::Assistant)
-            .find_map(|m| m.tool_calls.last());
-        let id = format!("call_{}", history.len());
-        let call = match last_call.map(|c| c.function.name.as_str()) {
-            None => ToolCall::new(id, "read_file", &json!({ "path": project.module_file() })),
-            Some("read_file") => {
-                let read = history.iter().rev().find(|m| m.role == Role::Tool);
-                let source = read.map_or("", |m| m.text());
-                let fixed = apply_fixes(source, &project.bugs);
-                let args = json!({ "path": project.module_file(), "content": fixed });
-                ToolCall::new(id, "write_file", &args)
-            }
-            Some("write_file") => ToolCall::new(
-                id,
-                "shell",
-                &json!({ "command": "python3 -m unittest 2>&1 | tail -n 3" }),
-            ),
-            Some(_) => return Message::assistant("done"),
-        };
-        Message::assistant_tool_calls(None, vec![call])
+        next_action(task, history, false)
     }
+}
+
+/// The next action of the scripted agents on `task` after `history`; with `first_bug_only`
+/// the module is written back with only the first planted bug fixed.
+fn next_action(task: &Task, history: &[Message], first_bug_only: bool) -> Message {
+    let project = match project_of(task) {
+        Ok(p) => p,
+        Err(e) => return Message::assistant(format!("I cannot read this task: {e}")),
+    };
+    let last_call = history
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::Assistant)
+        .find_map(|m| m.tool_calls.last());
+    let id = format!("call_{}", history.len());
+    let call = match last_call.map(|c| c.function.name.as_str()) {
+        None => ToolCall::new(id, "read_file", &json!({ "path": project.module_file() })),
+        Some("read_file") => {
+            let read = history.iter().rev().find(|m| m.role == Role::Tool);
+            let source = read.map_or("", |m| m.text());
+            let bugs = match project.bugs.split_first() {
+                Some((first, _)) if first_bug_only => std::slice::from_ref(first),
+                _ => &project.bugs[..],
+            };
+            let fixed = apply_fixes(source, bugs);
+            let args = json!({ "path": project.module_file(), "content": fixed });
+            ToolCall::new(id, "write_file", &args)
+        }
+        Some("write_file") => ToolCall::new(
+            id,
+            "shell",
+            &json!({ "command": "python3 -m unittest 2>&1 | tail -n 3" }),
+        ),
+        Some(_) => return Message::assistant("done"),
+    };
+    Message::assistant_tool_calls(None, vec![call])
 }
