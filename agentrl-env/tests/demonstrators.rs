@@ -7,7 +7,7 @@ use std::sync::Arc;
 use agentrl_core::{Error, Split};
 use agentrl_env::{
     ArithCalc, ArithDemonstrator, DemonstratorKnobs, EnvFactory, EnvMix, Solver, SolverEpisode,
-    lookup, run_solver_episode,
+    env_ids, lookup, run_solver_episode,
 };
 use serde_json::json;
 
@@ -213,4 +213,33 @@ async fn a_mixture_takes_per_env_knob_tables() {
     );
     let err = config_error(mix.demonstrator(&knobs(json!({"maze": 0.5})), 0));
     assert!(err.contains("`maze`") && err.contains("table"), "{err}");
+}
+
+#[test]
+fn every_builtin_env_but_math_reasoning_and_dataset_has_documented_knobs() {
+    for id in env_ids() {
+        let factory = lookup(id).unwrap();
+        let declared = factory.demonstrator_knobs();
+        if ["math-reasoning", "dataset"].contains(&id) {
+            assert!(declared.is_empty(), "{id}");
+            continue;
+        }
+        assert!(!declared.is_empty(), "{id} has no demonstrator knobs");
+        for (name, doc) in declared {
+            assert!(
+                doc.contains("(default "),
+                "{id}: `{name}` does not say its default"
+            );
+        }
+        // Without knobs the demonstrator is built; an unknown knob names the env and the knob.
+        assert!(
+            factory.demonstrator(&DemonstratorKnobs::new(), 0).is_ok(),
+            "{id}"
+        );
+        let err = config_error(factory.demonstrator(&knobs(json!({"no_such_knob": 0.5})), 0));
+        assert!(
+            err.contains(&format!("`{id}`")) && err.contains("`no_such_knob`"),
+            "{err}"
+        );
+    }
 }
