@@ -11,7 +11,7 @@ use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
 use serde_json::json;
 
 pub use catalog::{Case, TEMPLATES, Template};
-pub use demonstrator::{CODE_FIX_DEMONSTRATOR_KNOBS, CodeFixDemonstrator};
+pub use demonstrator::{CODE_FIX_DEMONSTRATOR_KNOBS, code_fix_demonstrator};
 pub use env::CodeFixEnv;
 pub use task::{Bug, Project, generate, project_of, to_task};
 
@@ -69,9 +69,9 @@ impl EnvFactory for CodeFix {
         CODE_FIX_DEMONSTRATOR_KNOBS
     }
 
-    /// A [`CodeFixDemonstrator`] (see [`CodeFixDemonstrator::from_knobs`]).
+    /// See [`code_fix_demonstrator`].
     fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
-        Ok(Box::new(CodeFixDemonstrator::from_knobs(seed, knobs)?))
+        Ok(Box::new(code_fix_demonstrator(seed, knobs)?))
     }
 }
 

@@ -12,7 +12,7 @@ use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolCall};
 use serde_json::json;
 
 pub use deal::{Deal, ITEMS, Move, Seat, Split3, TOTAL_VALUE, Table, split_text};
-pub use demonstrator::{NEGOTIATION_DEMONSTRATOR_KNOBS, NegotiationDemonstrator};
+pub use demonstrator::{NEGOTIATION_DEMONSTRATOR_KNOBS, negotiation_demonstrator};
 pub use env::{Control, NegotiationEnv, status_line};
 pub use task::{MAX_PROPOSALS, deal_of, generate, to_task};
 pub use tools::{AcceptTool, ProposeTool};
@@ -92,9 +92,9 @@ impl EnvFactory for Negotiation {
         NEGOTIATION_DEMONSTRATOR_KNOBS
     }
 
-    /// A [`NegotiationDemonstrator`] (see [`NegotiationDemonstrator::from_knobs`]).
+    /// See [`negotiation_demonstrator`].
     fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
-        Ok(Box::new(NegotiationDemonstrator::from_knobs(seed, knobs)?))
+        Ok(Box::new(negotiation_demonstrator(seed, knobs)?))
     }
 }
 

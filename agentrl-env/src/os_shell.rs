@@ -8,7 +8,7 @@ mod task;
 use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
 use serde_json::json;
 
-pub use demonstrator::{SHELL_DEMONSTRATOR_KNOBS, ShellDemonstrator};
+pub use demonstrator::{SHELL_DEMONSTRATOR_KNOBS, shell_demonstrator};
 pub use env::{OsShellEnv, path_matches};
 pub use task::{Question, ShellTask, generate, shell_task_of, to_task};
 
@@ -67,9 +67,9 @@ impl EnvFactory for OsShell {
         SHELL_DEMONSTRATOR_KNOBS
     }
 
-    /// A [`ShellDemonstrator`] (see [`ShellDemonstrator::from_knobs`]).
+    /// See [`shell_demonstrator`].
     fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
-        Ok(Box::new(ShellDemonstrator::from_knobs(seed, knobs)?))
+        Ok(Box::new(shell_demonstrator(seed, knobs)?))
     }
 }
 

@@ -12,7 +12,7 @@ use agentrl_core::{Env, Message, Result, Split, Task, ToolCall};
 use serde_json::{Value, json};
 
 pub use catalog::{ATTRIBUTES, CATEGORIES, COLOURS, Product, Purchase, SIZES, Shop, Wish};
-pub use demonstrator::{SHOP_DEMONSTRATOR_KNOBS, ShopDemonstrator};
+pub use demonstrator::{SHOP_DEMONSTRATOR_KNOBS, shop_demonstrator};
 pub use env::{WebShopEnv, reward};
 pub use site::{PAGE_SIZE, Store};
 pub use task::{generate, shop_of, split_of};
@@ -72,9 +72,9 @@ impl EnvFactory for WebShop {
         SHOP_DEMONSTRATOR_KNOBS
     }
 
-    /// A [`ShopDemonstrator`] (see [`ShopDemonstrator::from_knobs`]).
+    /// See [`shop_demonstrator`].
     fn demonstrator(&self, knobs: &DemonstratorKnobs, seed: u64) -> Result<Box<dyn Solver>> {
-        Ok(Box::new(ShopDemonstrator::from_knobs(seed, knobs)?))
+        Ok(Box::new(shop_demonstrator(seed, knobs)?))
     }
 }
 
@@ -147,7 +147,7 @@ impl Solver for ShopExpert {
 }
 
 /// The next action of the scripted shoppers on `task` after `history`. With `settle`, it buys
-/// the first product it opens (see [`ShopDemonstrator`]) instead of going back when the page
+/// the first product it opens (see [`shop_demonstrator`]) instead of going back when the page
 /// does not offer the wanted size or colour.
 fn next_action(task: &Task, history: &[Message], settle: bool) -> Message {
     let shop = match shop_of(task) {

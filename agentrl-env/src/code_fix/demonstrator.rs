@@ -1,18 +1,15 @@
 //! The imperfect `code-fix` demonstrator: the reference solver, or, as a habit decided once
 //! per task, a programmer who fixes the first bug it finds and calls it done.
 
-use agentrl_core::{Message, Result, SeededRng, Task};
+use agentrl_core::Result;
 
 use super::{CODE_FIX_ID, next_action};
-use crate::demonstrator::{
-    DemonstratorKnobs, KnobDoc, PerTaskChoice, probability_knob, reject_unknown_knobs,
-};
-use crate::factory::Solver;
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc, OneHabitDemonstrator};
 
 /// Knob: probability of fixing only the first planted bug on a task.
 const FIRST_BUG_ONLY_PROB: &str = "first_bug_only_prob";
 
-/// The knobs of [`CodeFixDemonstrator::from_knobs`] (name, doc).
+/// The knobs of [`code_fix_demonstrator`] (name, doc).
 pub const CODE_FIX_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
     FIRST_BUG_ONLY_PROB,
     "probability, on a task, of fixing only the first planted bug (the one in the module's \
@@ -20,56 +17,24 @@ pub const CODE_FIX_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
      (default 0)",
 )];
 
-/// A demonstrator for supervised warm starts whose mistake is a habit, so that a cloned
-/// policy keeps it under greedy decoding and RL has something to unlearn.
+/// The imperfect demonstrator that `knobs` describe (see [`CODE_FIX_DEMONSTRATOR_KNOBS`]),
+/// seeded by `seed`: its mistake is a habit, so that a cloned policy keeps it under greedy
+/// decoding and RL has something to unlearn. A missing knob turns the habit off; an unknown
+/// knob or a value outside `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming
+/// the knob.
 ///
 /// Once per task (on its first turn) it decides, with probability `first_bug_only_prob`, to
 /// stop at the first bug: it reads the module, writes it back with only the first planted bug
 /// fixed, runs the tests and replies `done` whatever they report. That fails every task with
 /// a second bug. Otherwise it plays like [`super::CodeFixExpert`].
-#[derive(Debug, Clone)]
-pub struct CodeFixDemonstrator {
-    /// Probability of fixing only the first bug on a task.
-    pub first_bug_only_prob: f64,
-    /// Source of all its random choices.
-    pub rng: SeededRng,
-    /// For the task in progress (by id): whether it fixes only the first bug.
-    plan: PerTaskChoice<bool>,
-}
-
-impl CodeFixDemonstrator {
-    /// A demonstrator fixing only the first bug with probability `first_bug_only_prob`,
-    /// seeded by `seed`.
-    pub fn new(seed: u64, first_bug_only_prob: f64) -> Self {
-        CodeFixDemonstrator {
-            first_bug_only_prob,
-            rng: SeededRng::new(seed),
-            plan: PerTaskChoice::default(),
-        }
-    }
-
-    /// The demonstrator that `knobs` describe (see [`CODE_FIX_DEMONSTRATOR_KNOBS`]), seeded
-    /// by `seed`; a missing knob turns its habit off, and an unknown knob or a value outside
-    /// `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming the knob.
-    pub fn from_knobs(seed: u64, knobs: &DemonstratorKnobs) -> Result<Self> {
-        reject_unknown_knobs(CODE_FIX_ID, knobs, CODE_FIX_DEMONSTRATOR_KNOBS)?;
-        let first = probability_knob(CODE_FIX_ID, knobs, FIRST_BUG_ONLY_PROB, 0.0)?;
-        Ok(CodeFixDemonstrator::new(seed, first))
-    }
-
-    /// Whether to fix only the first bug on `task`: decided on the first turn, remembered
-    /// after.
-    fn first_bug_only(&mut self, task: &Task, history: &[Message]) -> bool {
-        self.plan
-            .decide(task, history, || self.rng.chance(self.first_bug_only_prob))
-    }
-}
-
-impl Solver for CodeFixDemonstrator {
-    fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let first_only = self.first_bug_only(task, history);
-        next_action(task, history, first_only)
-    }
+pub fn code_fix_demonstrator(seed: u64, knobs: &DemonstratorKnobs) -> Result<OneHabitDemonstrator> {
+    OneHabitDemonstrator::from_knobs(
+        CODE_FIX_ID,
+        CODE_FIX_DEMONSTRATOR_KNOBS,
+        knobs,
+        seed,
+        next_action,
+    )
 }
 
 #[cfg(test)]
@@ -81,7 +46,7 @@ mod tests {
         success_rates,
     };
     use crate::factory::SolverEpisode;
-    use agentrl_core::Split;
+    use agentrl_core::{Message, Split};
     use serde_json::json;
 
     /// Number of train tasks the rates are measured on.
@@ -149,7 +114,7 @@ mod tests {
             (json!({ FIRST_BUG_ONLY_PROB: -1 }), "`first_bug_only_prob`"),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
-            assert_knob_error(CodeFixDemonstrator::from_knobs(0, &knobs), "code-fix", knob);
+            assert_knob_error(code_fix_demonstrator(0, &knobs), "code-fix", knob);
         }
     }
 }

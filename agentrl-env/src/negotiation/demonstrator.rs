@@ -1,18 +1,15 @@
 //! The imperfect `negotiation` demonstrator: the reference solver, or, as a habit decided
 //! once per negotiation, a pushover who takes the partner's first offer.
 
-use agentrl_core::{Message, Result, SeededRng, Task};
+use agentrl_core::Result;
 
 use super::{NEGOTIATION_ID, next_move};
-use crate::demonstrator::{
-    DemonstratorKnobs, KnobDoc, PerTaskChoice, probability_knob, reject_unknown_knobs,
-};
-use crate::factory::Solver;
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc, OneHabitDemonstrator};
 
 /// Knob: probability of accepting the partner's first offer on a negotiation.
 const ACCEPT_FIRST_OFFER_PROB: &str = "accept_first_offer_prob";
 
-/// The knobs of [`NegotiationDemonstrator::from_knobs`] (name, doc).
+/// The knobs of [`negotiation_demonstrator`] (name, doc).
 pub const NEGOTIATION_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
     ACCEPT_FIRST_OFFER_PROB,
     "probability, on a negotiation, of accepting the partner's first offer as soon as one \
@@ -20,58 +17,28 @@ pub const NEGOTIATION_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
      (default 0)",
 )];
 
-/// A demonstrator for supervised warm starts whose mistake is a habit, so that a cloned
-/// policy keeps it under greedy decoding and RL has something to unlearn.
+/// The imperfect demonstrator that `knobs` describe (see [`NEGOTIATION_DEMONSTRATOR_KNOBS`]),
+/// seeded by `seed`: its mistake is a habit, so that a cloned policy keeps it under greedy
+/// decoding and RL has something to unlearn. A missing knob turns the habit off; an unknown
+/// knob or a value outside `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming
+/// the knob.
 ///
 /// Once per negotiation (on its first turn) it decides, with probability
 /// `accept_first_offer_prob`, to be a pushover: it accepts the first offer the partner makes,
 /// without weighing it against its own values. The scripted partner opens high, so that deal
 /// is often worth less than half to it. Otherwise, and before any offer stands, it plays like
 /// [`super::NegotiationExpert`].
-#[derive(Debug, Clone)]
-pub struct NegotiationDemonstrator {
-    /// Probability of accepting the partner's first offer on a negotiation.
-    pub accept_first_offer_prob: f64,
-    /// Source of all its random choices.
-    pub rng: SeededRng,
-    /// For the negotiation in progress (by task id): whether it accepts the first offer.
-    plan: PerTaskChoice<bool>,
-}
-
-impl NegotiationDemonstrator {
-    /// A demonstrator accepting first offers with probability `accept_first_offer_prob`,
-    /// seeded by `seed`.
-    pub fn new(seed: u64, accept_first_offer_prob: f64) -> Self {
-        NegotiationDemonstrator {
-            accept_first_offer_prob,
-            rng: SeededRng::new(seed),
-            plan: PerTaskChoice::default(),
-        }
-    }
-
-    /// The demonstrator that `knobs` describe (see [`NEGOTIATION_DEMONSTRATOR_KNOBS`]),
-    /// seeded by `seed`; a missing knob turns its habit off, and an unknown knob or a value
-    /// outside `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming the knob.
-    pub fn from_knobs(seed: u64, knobs: &DemonstratorKnobs) -> Result<Self> {
-        reject_unknown_knobs(NEGOTIATION_ID, knobs, NEGOTIATION_DEMONSTRATOR_KNOBS)?;
-        let accept = probability_knob(NEGOTIATION_ID, knobs, ACCEPT_FIRST_OFFER_PROB, 0.0)?;
-        Ok(NegotiationDemonstrator::new(seed, accept))
-    }
-
-    /// Whether to accept the first offer on `task`: decided on the first turn, remembered
-    /// after.
-    fn accepts_first_offer(&mut self, task: &Task, history: &[Message]) -> bool {
-        self.plan.decide(task, history, || {
-            self.rng.chance(self.accept_first_offer_prob)
-        })
-    }
-}
-
-impl Solver for NegotiationDemonstrator {
-    fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let accept = self.accepts_first_offer(task, history);
-        next_move(task, history, accept)
-    }
+pub fn negotiation_demonstrator(
+    seed: u64,
+    knobs: &DemonstratorKnobs,
+) -> Result<OneHabitDemonstrator> {
+    OneHabitDemonstrator::from_knobs(
+        NEGOTIATION_ID,
+        NEGOTIATION_DEMONSTRATOR_KNOBS,
+        knobs,
+        seed,
+        next_move,
+    )
 }
 
 #[cfg(test)]
@@ -159,11 +126,7 @@ mod tests {
             ),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
-            assert_knob_error(
-                NegotiationDemonstrator::from_knobs(0, &knobs),
-                "negotiation",
-                knob,
-            );
+            assert_knob_error(negotiation_demonstrator(0, &knobs), "negotiation", knob);
         }
     }
 }

@@ -1,18 +1,15 @@
 //! The imperfect `os-shell` demonstrator: the reference solver, or, as a habit decided once
 //! per task, a user who runs its command on the top folder only and forgets the subfolders.
 
-use agentrl_core::{Message, Result, SeededRng, Task};
+use agentrl_core::Result;
 
 use super::{OS_SHELL_ID, next_action};
-use crate::demonstrator::{
-    DemonstratorKnobs, KnobDoc, PerTaskChoice, probability_knob, reject_unknown_knobs,
-};
-use crate::factory::Solver;
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc, OneHabitDemonstrator};
 
 /// Knob: probability of looking at the top folder only on a task.
 const TOP_FOLDER_ONLY_PROB: &str = "top_folder_only_prob";
 
-/// The knobs of [`ShellDemonstrator::from_knobs`] (name, doc).
+/// The knobs of [`shell_demonstrator`] (name, doc).
 pub const SHELL_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
     TOP_FOLDER_ONLY_PROB,
     "probability, on a task, of running its command on the top folder only, never in \
@@ -20,8 +17,10 @@ pub const SHELL_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
      `notes/*.txt`, missing `logs/archive/` and `notes/drafts/` (default 0)",
 )];
 
-/// A demonstrator for supervised warm starts whose mistake is a habit, so that a cloned
-/// policy keeps it under greedy decoding and RL has something to unlearn.
+/// The imperfect demonstrator that `knobs` describe (see [`SHELL_DEMONSTRATOR_KNOBS`]), seeded
+/// by `seed`: its mistake is a habit, so that a cloned policy keeps it under greedy decoding
+/// and RL has something to unlearn. A missing knob turns the habit off; an unknown knob or a
+/// value outside `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming the knob.
 ///
 /// Once per task (on its first turn) it decides, with probability `top_folder_only_prob`, to
 /// look at the top folder only: counting the logs that contain a word it greps `logs/*.log`,
@@ -29,49 +28,14 @@ pub const SHELL_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
 /// out, which fails the task whenever a subfolder holds one that counts. The questions about
 /// `data/`, which has no subfolders, it answers like the reference solver. Otherwise it plays
 /// like [`super::ShellExpert`].
-#[derive(Debug, Clone)]
-pub struct ShellDemonstrator {
-    /// Probability of looking at the top folder only on a task.
-    pub top_folder_only_prob: f64,
-    /// Source of all its random choices.
-    pub rng: SeededRng,
-    /// For the task in progress (by id): whether it looks at the top folder only.
-    plan: PerTaskChoice<bool>,
-}
-
-impl ShellDemonstrator {
-    /// A demonstrator looking at the top folder only with probability
-    /// `top_folder_only_prob`, seeded by `seed`.
-    pub fn new(seed: u64, top_folder_only_prob: f64) -> Self {
-        ShellDemonstrator {
-            top_folder_only_prob,
-            rng: SeededRng::new(seed),
-            plan: PerTaskChoice::default(),
-        }
-    }
-
-    /// The demonstrator that `knobs` describe (see [`SHELL_DEMONSTRATOR_KNOBS`]), seeded by
-    /// `seed`; a missing knob turns its habit off, and an unknown knob or a value outside
-    /// `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming the knob.
-    pub fn from_knobs(seed: u64, knobs: &DemonstratorKnobs) -> Result<Self> {
-        reject_unknown_knobs(OS_SHELL_ID, knobs, SHELL_DEMONSTRATOR_KNOBS)?;
-        let top = probability_knob(OS_SHELL_ID, knobs, TOP_FOLDER_ONLY_PROB, 0.0)?;
-        Ok(ShellDemonstrator::new(seed, top))
-    }
-
-    /// Whether to look at the top folder only on `task`: decided on the first turn,
-    /// remembered after.
-    fn top_folder_only(&mut self, task: &Task, history: &[Message]) -> bool {
-        self.plan
-            .decide(task, history, || self.rng.chance(self.top_folder_only_prob))
-    }
-}
-
-impl Solver for ShellDemonstrator {
-    fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let top_only = self.top_folder_only(task, history);
-        next_action(task, history, top_only)
-    }
+pub fn shell_demonstrator(seed: u64, knobs: &DemonstratorKnobs) -> Result<OneHabitDemonstrator> {
+    OneHabitDemonstrator::from_knobs(
+        OS_SHELL_ID,
+        SHELL_DEMONSTRATOR_KNOBS,
+        knobs,
+        seed,
+        next_action,
+    )
 }
 
 #[cfg(test)]
@@ -168,7 +132,7 @@ mod tests {
             ),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
-            assert_knob_error(ShellDemonstrator::from_knobs(0, &knobs), "os-shell", knob);
+            assert_knob_error(shell_demonstrator(0, &knobs), "os-shell", knob);
         }
     }
 }

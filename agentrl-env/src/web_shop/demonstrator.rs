@@ -1,18 +1,15 @@
 //! The imperfect `web-shop` demonstrator: the reference solver, or, as a habit decided once
 //! per task, a shopper who settles for the first product it opens.
 
-use agentrl_core::{Message, Result, SeededRng, Task};
+use agentrl_core::Result;
 
 use super::{WEB_SHOP_ID, next_action};
-use crate::demonstrator::{
-    DemonstratorKnobs, KnobDoc, PerTaskChoice, probability_knob, reject_unknown_knobs,
-};
-use crate::factory::Solver;
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc, OneHabitDemonstrator};
 
 /// Knob: probability of buying the first product opened on a task.
 const SETTLE_PROB: &str = "settle_prob";
 
-/// The knobs of [`ShopDemonstrator::from_knobs`] (name, doc).
+/// The knobs of [`shop_demonstrator`] (name, doc).
 pub const SHOP_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
     SETTLE_PROB,
     "probability, on a task, of buying the first result it opens (the first whose title and \
@@ -20,8 +17,10 @@ pub const SHOP_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
      offered one instead, rather than going back to the results (default 0)",
 )];
 
-/// A demonstrator for supervised warm starts whose mistake is a habit, so that a cloned
-/// policy keeps it under greedy decoding and RL has something to unlearn.
+/// The imperfect demonstrator that `knobs` describe (see [`SHOP_DEMONSTRATOR_KNOBS`]), seeded
+/// by `seed`: its mistake is a habit, so that a cloned policy keeps it under greedy decoding
+/// and RL has something to unlearn. A missing knob turns the habit off; an unknown knob or a
+/// value outside `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming the knob.
 ///
 /// Once per task (on its first turn) it decides, with probability `settle_prob`, to settle:
 /// it searches and opens the first result whose title and price fit like the reference
@@ -29,47 +28,14 @@ pub const SHOP_DEMONSTRATOR_KNOBS: &[KnobDoc] = &[(
 /// where they are offered and otherwise in the first size or colour listed. That purchase
 /// misses the instruction whenever the first such result is a look-alike without the wanted
 /// options. Otherwise it plays like [`super::ShopExpert`].
-#[derive(Debug, Clone)]
-pub struct ShopDemonstrator {
-    /// Probability of settling for the first product opened on a task.
-    pub settle_prob: f64,
-    /// Source of all its random choices.
-    pub rng: SeededRng,
-    /// For the task in progress (by id): whether it settles.
-    plan: PerTaskChoice<bool>,
-}
-
-impl ShopDemonstrator {
-    /// A demonstrator settling with probability `settle_prob`, seeded by `seed`.
-    pub fn new(seed: u64, settle_prob: f64) -> Self {
-        ShopDemonstrator {
-            settle_prob,
-            rng: SeededRng::new(seed),
-            plan: PerTaskChoice::default(),
-        }
-    }
-
-    /// The demonstrator that `knobs` describe (see [`SHOP_DEMONSTRATOR_KNOBS`]), seeded by
-    /// `seed`; a missing knob turns its habit off, and an unknown knob or a value outside
-    /// `[0, 1]` is an [`Error::Config`](agentrl_core::Error::Config) naming the knob.
-    pub fn from_knobs(seed: u64, knobs: &DemonstratorKnobs) -> Result<Self> {
-        reject_unknown_knobs(WEB_SHOP_ID, knobs, SHOP_DEMONSTRATOR_KNOBS)?;
-        let settle = probability_knob(WEB_SHOP_ID, knobs, SETTLE_PROB, 0.0)?;
-        Ok(ShopDemonstrator::new(seed, settle))
-    }
-
-    /// Whether to settle on `task`: decided on the first turn, remembered after.
-    fn settles(&mut self, task: &Task, history: &[Message]) -> bool {
-        self.plan
-            .decide(task, history, || self.rng.chance(self.settle_prob))
-    }
-}
-
-impl Solver for ShopDemonstrator {
-    fn act(&mut self, task: &Task, history: &[Message]) -> Message {
-        let settle = self.settles(task, history);
-        next_action(task, history, settle)
-    }
+pub fn shop_demonstrator(seed: u64, knobs: &DemonstratorKnobs) -> Result<OneHabitDemonstrator> {
+    OneHabitDemonstrator::from_knobs(
+        WEB_SHOP_ID,
+        SHOP_DEMONSTRATOR_KNOBS,
+        knobs,
+        seed,
+        next_action,
+    )
 }
 
 #[cfg(test)]
@@ -142,7 +108,7 @@ mod tests {
             (json!({ SETTLE_PROB: [1] }), "`settle_prob`"),
         ] {
             let knobs = knobs.as_object().cloned().unwrap_or_default();
-            assert_knob_error(ShopDemonstrator::from_knobs(0, &knobs), "web-shop", knob);
+            assert_knob_error(shop_demonstrator(0, &knobs), "web-shop", knob);
         }
     }
 }
