@@ -286,9 +286,18 @@ impl Run {
         let mut learner = self.learner(cfg.lr, None)?;
         let mut metrics = self.metrics()?;
         let mut rng = SeededRng::from_parts(&[self.config.seed, 0x5F7]);
+        let too_long_per_env: serde_json::Map<String, serde_json::Value> = too_long
+            .per_env
+            .iter()
+            .map(|(env, (n, longest))| {
+                let counts = serde_json::json!({"demonstrations": n, "longest_tokens": longest});
+                (env.clone(), counts)
+            })
+            .collect();
         metrics.write(&serde_json::json!({
             "kind": "sft_data", "demonstrations": trajectories.len(), "usable": usable.len(),
-            "unreadable": bad.len(), "too_long": too_long.per_env,
+            "unreadable": bad.len(), "too_long": too_long_per_env,
+            "too_long_successful": too_long.successful,
         }))?;
         let progress = crate::progress::phase("SFT", cfg.steps as u64);
         let t0 = Instant::now();
@@ -377,7 +386,9 @@ impl Run {
     /// Scores evaluation episodes with a fresh instance of the run's reward, so the saved
     /// episodes and the report carry the reward RL would have given them. Only a reward that
     /// needs no judge model and keeps no state is used (a fresh normaliser would score on
-    /// other statistics than the run's); returns whether the episodes were scored.
+    /// other statistics than the run's); returns whether the episodes were scored. A reward
+    /// that fails on an episode leaves them all unscored, with a warning: the evaluation's
+    /// success figures and episodes are kept either way.
     async fn score_evaluation(&self, episodes: &mut [Trajectory]) -> Result<bool> {
         if self.config.reward.needs_judge() {
             return Ok(false);
@@ -386,15 +397,19 @@ impl Run {
         if reward.state().is_some() {
             return Ok(false);
         }
-        for episode in episodes.iter_mut() {
-            agentrl_reward::apply(reward.as_ref(), episode)
-                .await
-                .map_err(|e| {
-                    Error::Trainer(format!(
-                        "reward of evaluation task {} ({}) failed: {e}",
-                        episode.task_id, episode.env_id
-                    ))
-                })?;
+        for i in 0..episodes.len() {
+            if let Err(e) = agentrl_reward::apply(reward.as_ref(), &mut episodes[i]).await {
+                tracing::warn!(
+                    "the evaluation is left unscored: the reward of task {} ({}) failed: {e}",
+                    episodes[i].task_id,
+                    episodes[i].env_id
+                );
+                for scored in &mut episodes[..i] {
+                    scored.reward = 0.0;
+                    scored.reward_parts.clear();
+                }
+                return Ok(false);
+            }
         }
         Ok(true)
     }

@@ -401,3 +401,36 @@ async fn a_synchronous_run_sharing_its_weights_trains_as_one_that_copies_them() 
         assert!(x.equal(y), "{name} differs");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_evaluation_whose_reward_fails_is_kept_unscored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::tiny_config(0);
+    // A command reward whose program does not exist: scoring any episode fails.
+    config.reward = agentrl_reward::RewardConfig::Execution(agentrl_reward::ExecutionConfig {
+        command: vec!["agentrl-test-no-such-program".into()],
+        timeout_ms: 2_000,
+        sandbox: false,
+        files: Vec::new(),
+    });
+    let run = Run::new(config, dir.path()).unwrap();
+    let demos = run.write_demonstrations().await.unwrap();
+    let learner = run.sft(&demos).unwrap();
+    let report = run.evaluate(&learner, "after_sft", 0).await.unwrap();
+    assert_eq!(report.tasks, 6);
+    assert!(!report.reward_scored);
+    let (evaluated, bad) =
+        agentrl_core::read_jsonl(&dir.path().join("samples/eval_after_sft.jsonl")).unwrap();
+    assert!(bad.is_empty());
+    assert_eq!(evaluated.len(), 6, "the episodes are saved all the same");
+    assert!(
+        evaluated
+            .iter()
+            .all(|e| e.reward == 0.0 && e.reward_parts.is_empty())
+    );
+    let records = read_metrics(&dir.path().join("metrics.jsonl")).unwrap();
+    let eval = records.iter().find(|r| r["kind"] == "eval").unwrap();
+    assert_eq!(eval["reward_scored"], false);
+    let data = records.iter().find(|r| r["kind"] == "sft_data").unwrap();
+    assert!(data["usable"].as_u64().unwrap() > 0, "{data}");
+}
