@@ -309,6 +309,30 @@ pub(crate) mod test_support {
         (share(hits.0, played.len()), share(hits.1, hits.2))
     }
 
+    /// A habit at 0.5 sits between never and always: `factory`'s demonstrator with
+    /// `half_knobs` on train tasks `0..n` (seed 2) solves between 20% and 80% of the tasks
+    /// where `affected` holds, and overall strictly more than `always` (its success rate with
+    /// the habit on every task) and less than `never` (without the habit).
+    pub(crate) async fn assert_half_habit_between(
+        factory: &dyn EnvFactory,
+        half_knobs: serde_json::Value,
+        n: u64,
+        affected: impl Fn(u64) -> bool,
+        always: f64,
+        never: f64,
+    ) {
+        let half = play(factory, half_knobs, 2, n).await;
+        let (overall, on_affected) = success_rates(&half, affected);
+        assert!(
+            0.2 < on_affected && on_affected < 0.8,
+            "{on_affected} of the affected tasks"
+        );
+        assert!(
+            always < overall && overall < never,
+            "{always} < {overall} < {never}"
+        );
+    }
+
     /// Without knobs the demonstrator plays 20 tasks exactly like the reference solver, and
     /// with `knobs` the same seed plays the same episodes twice.
     pub(crate) async fn assert_reference_without_knobs_and_repeatable(

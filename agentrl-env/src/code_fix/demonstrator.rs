@@ -42,8 +42,8 @@ mod tests {
     use super::*;
     use crate::code_fix::{CodeFix, Project, apply_fixes, generate};
     use crate::demonstrator::test_support::{
-        assert_knob_error, assert_reference_without_knobs_and_repeatable_by, play, require_bwrap,
-        success_rates,
+        assert_half_habit_between, assert_knob_error,
+        assert_reference_without_knobs_and_repeatable_by, play, require_bwrap, success_rates,
     };
     use crate::factory::SolverEpisode;
     use agentrl_core::{Message, Split};
@@ -94,10 +94,15 @@ mod tests {
         }
         let (all, hit) = success_rates(&on, affected);
         assert_eq!(hit, 0.0);
-        let half = play(&factory, json!({ FIRST_BUG_ONLY_PROB: 0.5 }), 2, TASKS).await;
-        let (half_all, half_hit) = success_rates(&half, affected);
-        assert!(0.2 < half_hit && half_hit < 0.8, "{half_hit}");
-        assert!(all < half_all && half_all < 1.0, "{all} {half_all}");
+        assert_half_habit_between(
+            &factory,
+            json!({ FIRST_BUG_ONLY_PROB: 0.5 }),
+            TASKS,
+            affected,
+            all,
+            1.0,
+        )
+        .await;
     }
 
     #[tokio::test]

@@ -45,7 +45,8 @@ pub fn negotiation_demonstrator(
 mod tests {
     use super::*;
     use crate::demonstrator::test_support::{
-        assert_knob_error, assert_reference_without_knobs_and_repeatable, play, success_rates,
+        assert_half_habit_between, assert_knob_error,
+        assert_reference_without_knobs_and_repeatable, play, success_rates,
     };
     use crate::factory::SolverEpisode;
     use crate::negotiation::Negotiation;
@@ -101,13 +102,15 @@ mod tests {
         let (expert, _) = success_rates(&reference, affected);
         let (all, _) = success_rates(&on, affected);
         assert!(all + 0.15 < expert, "{all} vs {expert}");
-        let half = play(&factory, json!({ ACCEPT_FIRST_OFFER_PROB: 0.5 }), 2, TASKS).await;
-        let (half_all, half_hit) = success_rates(&half, affected);
-        assert!(0.2 < half_hit && half_hit < 0.8, "{half_hit}");
-        assert!(
-            all < half_all && half_all < expert,
-            "{all} {half_all} {expert}"
-        );
+        assert_half_habit_between(
+            &factory,
+            json!({ ACCEPT_FIRST_OFFER_PROB: 0.5 }),
+            TASKS,
+            affected,
+            all,
+            expert,
+        )
+        .await;
     }
 
     #[tokio::test]

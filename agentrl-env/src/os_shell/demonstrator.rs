@@ -42,8 +42,8 @@ pub fn shell_demonstrator(seed: u64, knobs: &DemonstratorKnobs) -> Result<OneHab
 mod tests {
     use super::*;
     use crate::demonstrator::test_support::{
-        assert_knob_error, assert_reference_without_knobs_and_repeatable, play, require_bwrap,
-        success_rates,
+        assert_half_habit_between, assert_knob_error,
+        assert_reference_without_knobs_and_repeatable, play, require_bwrap, success_rates,
     };
     use crate::factory::SolverEpisode;
     use crate::os_shell::{OsShell, Question, ShellTask, generate};
@@ -105,10 +105,15 @@ mod tests {
         }
         let (all, hit) = success_rates(&on, affected);
         assert_eq!(hit, 0.0);
-        let half = play(&factory, json!({ TOP_FOLDER_ONLY_PROB: 0.5 }), 2, TASKS).await;
-        let (half_all, half_hit) = success_rates(&half, affected);
-        assert!(0.2 < half_hit && half_hit < 0.8, "{half_hit}");
-        assert!(all < half_all && half_all < 1.0, "{all} {half_all}");
+        assert_half_habit_between(
+            &factory,
+            json!({ TOP_FOLDER_ONLY_PROB: 0.5 }),
+            TASKS,
+            affected,
+            all,
+            1.0,
+        )
+        .await;
     }
 
     #[tokio::test]

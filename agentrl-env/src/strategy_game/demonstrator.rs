@@ -117,7 +117,8 @@ impl Solver for StrategyDemonstrator {
 mod tests {
     use super::*;
     use crate::demonstrator::test_support::{
-        assert_knob_error, assert_reference_without_knobs_and_repeatable, play, success_rates,
+        assert_half_habit_between, assert_knob_error,
+        assert_reference_without_knobs_and_repeatable, play, success_rates,
     };
     use crate::factory::{EnvFactory, SolverEpisode};
     use crate::strategy_game::{StrategyGame, game_of};
@@ -177,13 +178,15 @@ mod tests {
         let (all, hit) = success_rates(&on, affected);
         assert_eq!(hit, 0.0);
         assert!(all + 0.15 < expert, "{all} vs {expert}");
-        let half = play(&factory, json!({ IGNORE_THREATS_PROB: 0.5 }), 2, GAMES).await;
-        let (half_all, half_hit) = success_rates(&half, affected);
-        assert!(0.2 < half_hit && half_hit < 0.8, "{half_hit}");
-        assert!(
-            all < half_all && half_all < expert,
-            "{all} {half_all} {expert}"
-        );
+        assert_half_habit_between(
+            &factory,
+            json!({ IGNORE_THREATS_PROB: 0.5 }),
+            GAMES,
+            affected,
+            all,
+            expert,
+        )
+        .await;
     }
 
     #[tokio::test]

@@ -42,8 +42,8 @@ pub fn shop_demonstrator(seed: u64, knobs: &DemonstratorKnobs) -> Result<OneHabi
 mod tests {
     use super::*;
     use crate::demonstrator::test_support::{
-        assert_knob_error, assert_reference_without_knobs_and_repeatable_by, play, success_rates,
-        without_ports,
+        assert_half_habit_between, assert_knob_error,
+        assert_reference_without_knobs_and_repeatable_by, play, success_rates, without_ports,
     };
     use crate::factory::SolverEpisode;
     use crate::transcript::exchanges;
@@ -84,13 +84,15 @@ mod tests {
         assert_eq!(hit, 0.0, "the affected tasks all fail");
         let unaffected = (TASKS as usize - share) as f64 / TASKS as f64;
         assert_eq!(all, unaffected, "the others succeed");
-        let half = play(&factory, json!({ SETTLE_PROB: 0.5 }), 2, TASKS).await;
-        let (half_all, half_hit) = success_rates(&half, affected);
-        assert!(
-            0.2 < half_hit && half_hit < 0.8,
-            "{half_hit} of the affected tasks"
-        );
-        assert!(all < half_all && half_all < 1.0, "{all} {half_all}");
+        assert_half_habit_between(
+            &factory,
+            json!({ SETTLE_PROB: 0.5 }),
+            TASKS,
+            affected,
+            all,
+            1.0,
+        )
+        .await;
     }
 
     #[tokio::test]
