@@ -83,6 +83,7 @@ pub mod math_reasoning;
 pub mod maze;
 pub mod mix;
 pub mod negotiation;
+pub mod one_habit;
 #[cfg(feature = "shell-envs")]
 pub mod os_shell;
 #[cfg(feature = "protocol")]
@@ -121,6 +122,7 @@ pub use math_reasoning::{MathExpert, MathReasoning, MathReasoningEnv};
 pub use maze::{Maze, MazeEnv, MazeExpert};
 pub use mix::EnvMix;
 pub use negotiation::{Negotiation, NegotiationEnv, NegotiationExpert};
+pub use one_habit::OneHabitDemonstrator;
 #[cfg(feature = "shell-envs")]
 pub use os_shell::{OsShell, OsShellEnv, ShellExpert};
 pub use registry::{

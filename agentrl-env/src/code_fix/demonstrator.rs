@@ -4,7 +4,8 @@
 use agentrl_core::Result;
 
 use super::{CODE_FIX_ID, next_action};
-use crate::demonstrator::{DemonstratorKnobs, KnobDoc, OneHabitDemonstrator};
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
+use crate::one_habit::OneHabitDemonstrator;
 
 /// Knob: probability of fixing only the first planted bug on a task.
 const FIRST_BUG_ONLY_PROB: &str = "first_bug_only_prob";

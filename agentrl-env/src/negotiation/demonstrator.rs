@@ -4,7 +4,8 @@
 use agentrl_core::Result;
 
 use super::{NEGOTIATION_ID, next_move};
-use crate::demonstrator::{DemonstratorKnobs, KnobDoc, OneHabitDemonstrator};
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
+use crate::one_habit::OneHabitDemonstrator;
 
 /// Knob: probability of accepting the partner's first offer on a negotiation.
 const ACCEPT_FIRST_OFFER_PROB: &str = "accept_first_offer_prob";

@@ -4,7 +4,8 @@
 use agentrl_core::Result;
 
 use super::{OS_SHELL_ID, next_action};
-use crate::demonstrator::{DemonstratorKnobs, KnobDoc, OneHabitDemonstrator};
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
+use crate::one_habit::OneHabitDemonstrator;
 
 /// Knob: probability of looking at the top folder only on a task.
 const TOP_FOLDER_ONLY_PROB: &str = "top_folder_only_prob";

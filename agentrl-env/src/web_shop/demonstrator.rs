@@ -4,7 +4,8 @@
 use agentrl_core::Result;
 
 use super::{WEB_SHOP_ID, next_action};
-use crate::demonstrator::{DemonstratorKnobs, KnobDoc, OneHabitDemonstrator};
+use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
+use crate::one_habit::OneHabitDemonstrator;
 
 /// Knob: probability of buying the first product opened on a task.
 const SETTLE_PROB: &str = "settle_prob";
