@@ -258,6 +258,7 @@ pub(crate) mod test_support {
 
     /// Fails with a clear message unless bubblewrap (`bwrap`), which the shell envs'
     /// sandbox runs in, is in `PATH`.
+    #[cfg(feature = "shell-envs")]
     pub(crate) fn require_bwrap() {
         let ok = std::process::Command::new("bwrap")
             .arg("--version")
@@ -270,6 +271,7 @@ pub(crate) mod test_support {
     }
 
     /// `episodes` with every local address `127.0.0.1:N` written `127.0.0.1:PORT`.
+    #[cfg(feature = "web-envs")]
     pub(crate) fn without_ports(episodes: Vec<SolverEpisode>) -> Vec<SolverEpisode> {
         let port = regex::Regex::new(r"127\.0\.0\.1:[0-9]+").expect("a valid pattern");
         let text = serde_json::to_string(&episodes).expect("episodes serialise");

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 
 use agentrl_core::{Message, Split, Step, Task, ToolCall};
 use agentrl_env::dataset::{
-    CheckerKind, DATASET_ID, Dataset, DatasetOptions, EnvOptions, REFERENCE_NOTE, RecordPlace,
-    hash_split,
+    DATASET_ID, Dataset, DatasetOptions, EnvOptions, REFERENCE_NOTE, RecordPlace, hash_split,
 };
 use agentrl_env::{EnvFactory, env_ids, env_option_docs, lookup, lookup_with_options};
 use serde_json::{Value, json};
@@ -690,7 +689,7 @@ mod parquet_files {
         let path = dir.path().join("tasks-snappy.parquet");
         let mut opts = DatasetOptions::for_file(&path);
         opts.answer = "points".into();
-        opts.checker = CheckerKind::Numeric;
+        opts.checker = agentrl_env::dataset::CheckerKind::Numeric;
         opts.test_fraction = Some(0.0);
         let dataset = Dataset::load(&opts).unwrap();
         assert_eq!(dataset.len(Split::Train), 5);
