@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use agentrl_core::{Result, SamplingParams, Task, Trajectory};
+use agentrl_core::{Result, RewardFn, SamplingParams, Task, Trajectory};
 use serde::{Deserialize, Serialize};
 
 use crate::rollout::{RolloutContext, run_many_with_progress};
@@ -203,18 +203,48 @@ pub fn save_evaluation(
 }
 
 /// Plays `tasks` (each with its group id) with `params` (greedy by default:
-/// [`SamplingParams::greedy`]), all concurrently; returns the report and the trajectories.
+/// [`SamplingParams::greedy`]), all concurrently, and scores the episodes with `reward` when
+/// there is one (see [`score_episodes`]); returns the report and the trajectories.
 pub async fn evaluate(
     ctx: &RolloutContext,
     tasks: Vec<(Task, u64)>,
     params: &SamplingParams,
+    reward: Option<&dyn RewardFn>,
 ) -> Result<(EvalReport, Vec<Trajectory>)> {
     let progress = crate::progress::phase("eval", tasks.len() as u64);
-    let trajectories = run_many_with_progress(ctx, tasks, params, &progress).await?;
-    let report = EvalReport::of(&trajectories);
+    let mut trajectories = run_many_with_progress(ctx, tasks, params, &progress).await?;
+    let scored = match reward {
+        Some(reward) => score_episodes(reward, &mut trajectories).await,
+        None => false,
+    };
+    let report = EvalReport {
+        reward_scored: scored,
+        ..EvalReport::of(&trajectories)
+    };
     progress.set_message(format!("success {:.3}", report.success_rate));
     progress.finish();
     Ok((report, trajectories))
+}
+
+/// Scores `episodes` with `reward`; returns whether they were scored. A reward that fails on
+/// an episode leaves them all unscored (reward 0, no parts), with a warning: an evaluation's
+/// success figures and episodes are kept either way.
+async fn score_episodes(reward: &dyn RewardFn, episodes: &mut [Trajectory]) -> bool {
+    for i in 0..episodes.len() {
+        if let Err(e) = agentrl_reward::apply(reward, &mut episodes[i]).await {
+            tracing::warn!(
+                "the evaluation is left unscored: the reward of task {} ({}) failed: {e}",
+                episodes[i].task_id,
+                episodes[i].env_id
+            );
+            for scored in &mut episodes[..i] {
+                scored.reward = 0.0;
+                scored.reward_parts.clear();
+            }
+            return false;
+        }
+    }
+    true
 }
 
 #[cfg(test)]

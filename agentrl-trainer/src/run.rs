@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentrl_core::{Error, Result, SeededRng, Trajectory, read_jsonl, write_jsonl};
+use agentrl_core::{Error, Result, RewardFn, SeededRng, Trajectory, read_jsonl, write_jsonl};
 use agentrl_env::EnvFactory;
 use agentrl_policy::{ChatFormat, EngineOptions, TchPolicy, TinyChatFormat};
 use tch::Device;
@@ -355,12 +355,9 @@ impl Run {
             .zip(0..)
             .flat_map(|pair| std::iter::repeat_n(pair, samples))
             .collect();
-        let (mut report, mut trajectories) =
-            evaluate(&ctx, tasks, &self.config.eval.sampling).await?;
-        if self.score_evaluation(&mut trajectories).await? {
-            report = EvalReport::of(&trajectories);
-            report.reward_scored = true;
-        }
+        let reward = self.evaluation_reward()?;
+        let (report, trajectories) =
+            evaluate(&ctx, tasks, &self.config.eval.sampling, reward.as_deref()).await?;
         crate::eval::save_evaluation(
             &self.dir,
             label,
@@ -383,35 +380,16 @@ impl Run {
         Ok(report)
     }
 
-    /// Scores evaluation episodes with a fresh instance of the run's reward, so the saved
-    /// episodes and the report carry the reward RL would have given them. Only a reward that
-    /// needs no judge model and keeps no state is used (a fresh normaliser would score on
-    /// other statistics than the run's); returns whether the episodes were scored. A reward
-    /// that fails on an episode leaves them all unscored, with a warning: the evaluation's
-    /// success figures and episodes are kept either way.
-    async fn score_evaluation(&self, episodes: &mut [Trajectory]) -> Result<bool> {
+    /// The reward evaluations are scored with, so the saved episodes and the report carry
+    /// the reward RL would have given them: a fresh instance of the run's reward, when it
+    /// needs no judge model and keeps no state (a fresh normaliser would score on other
+    /// statistics than the run's); otherwise none.
+    fn evaluation_reward(&self) -> Result<Option<Box<dyn RewardFn>>> {
         if self.config.reward.needs_judge() {
-            return Ok(false);
+            return Ok(None);
         }
         let reward = self.config.reward.build()?;
-        if reward.state().is_some() {
-            return Ok(false);
-        }
-        for i in 0..episodes.len() {
-            if let Err(e) = agentrl_reward::apply(reward.as_ref(), &mut episodes[i]).await {
-                tracing::warn!(
-                    "the evaluation is left unscored: the reward of task {} ({}) failed: {e}",
-                    episodes[i].task_id,
-                    episodes[i].env_id
-                );
-                for scored in &mut episodes[..i] {
-                    scored.reward = 0.0;
-                    scored.reward_parts.clear();
-                }
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        Ok(reward.state().is_none().then_some(reward))
     }
 
     /// GRPO with the async pipeline, starting from `learner` at step `start_step` (the optimiser
