@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use agentrl_core::{SamplingParams, Split, Trajectory};
+use agentrl_core::{FinishReason, SamplingParams, Split, Task, Trajectory, Turn};
 use agentrl_env::{ArithExpert, lookup, run_solver_episode};
 use agentrl_policy::{ByteTokenizer, EngineOptions, GptConfig, TchPolicy, TinyChatFormat, TinyGpt};
 use agentrl_trainer::advantage::{group_advantages, normalize_per_task};
@@ -91,6 +91,70 @@ fn grpo_update(c: &mut Criterion) {
     });
     g.bench_function("sft_step_128_trajectories", |b| {
         b.iter(|| learner.sft_step(&refs, 1.0))
+    });
+    g.finish();
+}
+
+/// A demonstration shaped like one of the multi-task run's (`configs/multitask.toml`): `turns`
+/// turns of `injected` observation ids, then `generated` policy ids.
+fn shaped_demonstration(index: u64, turns: usize, injected: usize, generated: usize) -> Trajectory {
+    let task = Task {
+        env_id: format!("shape-{turns}"),
+        id: format!("demo-{index}"),
+        split: Split::Train,
+        data: serde_json::Value::Null,
+    };
+    let ids = |n: usize, salt: u64| -> Vec<u32> {
+        (0..n as u64)
+            .map(|i| ((i * 31 + salt * 7) % 250 + 3) as u32)
+            .collect()
+    };
+    let turns = (0..turns as u64)
+        .map(|t| Turn {
+            injected_ids: ids(injected, index + t),
+            generated_ids: ids(generated, index * 3 + t),
+            logprobs: vec![0.0; generated],
+            policy_version: 0,
+            policy_name: None,
+            finish: FinishReason::Stop,
+            reward: 0.0,
+            stale: false,
+            invalid_action: None,
+        })
+        .collect();
+    Trajectory::for_task(&task, index).with_turns(turns)
+}
+
+/// SFT steps of 16 demonstrations mixed as in the multi-task run (its demonstrations' mean
+/// lengths: `arith-calc` ~76 tokens, 31 of them the policy's; `sql-analysis` ~640 / 62;
+/// `text-adventure` ~455 / 188 over several turns; `spreadsheet-ops` ~503 / 116), each
+/// length varied by up to ±20%, on the multi-task model (a 1,024-token context): the
+/// demonstrations' lengths differ by 10×, so packing by length decides how much is padding.
+fn sft_mixture(c: &mut Criterion) {
+    tch::set_num_threads(2);
+    let shapes = [(1, 45, 31), (1, 578, 62), (6, 45, 31), (3, 129, 39)];
+    let demos: Vec<Trajectory> = (0..128u64)
+        .map(|i| {
+            let (turns, injected, generated) = shapes[(i * 5 % 4) as usize];
+            let scale = |n: usize| n * (80 + (i * 37 % 41) as usize) / 100;
+            shaped_demonstration(i, turns, scale(injected), scale(generated).max(1))
+        })
+        .collect();
+    let batches: Vec<Vec<&Trajectory>> = demos.chunks(16).map(|b| b.iter().collect()).collect();
+    let config = GptConfig {
+        max_seq_len: 1024,
+        ..demo_model()
+    };
+    let mut learner = Learner::new(config, 3e-3, Device::Cpu).expect("learner");
+    let mut g = c.benchmark_group("learner");
+    g.sample_size(20);
+    g.throughput(Throughput::Elements(16));
+    let mut next = 0;
+    g.bench_function("sft_step_16_multitask_mixture", |b| {
+        b.iter(|| {
+            next = (next + 1) % batches.len();
+            learner.sft_step(&batches[next], 1.0)
+        })
     });
     g.finish();
 }
@@ -218,6 +282,7 @@ criterion_group!(
     benches,
     advantages,
     grpo_update,
+    sft_mixture,
     adamw_step,
     rollouts,
     multi_turn_rollouts

@@ -245,43 +245,72 @@ pub fn pack_update(
     out
 }
 
-/// `trajectories` sorted by length and packed into micro-batches of at most `max_rows` rows
-/// (0: no row limit) whose padded size (rows × longest row) stays within `max_padded_tokens`
-/// (a longer trajectory gets a micro-batch of its own). Padding then stays small when lengths
-/// differ, as in a multi-task batch. A batch that fits in one micro-batch is packed as it is;
-/// otherwise rows lose their order, so this is only for losses that treat every row alike
-/// (behaviour cloning).
+/// Fixed cost of one more micro-batch in a behaviour-cloning step, in padded tokens: the
+/// launch and bookkeeping of its forward and backward passes, which a split must save more
+/// padding than to be worth it (measured on the demo's model: ~2 ms per micro-batch against
+/// ~60 µs per padded token).
+pub const MICRO_BATCH_OVERHEAD_TOKENS: usize = 64;
+
+/// `trajectories` sorted by length and cut into runs of similar length, packed one
+/// micro-batch per run: the cut that needs the fewest padded tokens (rows × longest row of
+/// each run) plus [`MICRO_BATCH_OVERHEAD_TOKENS`] per micro-batch, with at most `max_rows`
+/// rows (0: no row limit) and at most `max_padded_tokens` padded tokens in each (a longer
+/// trajectory gets a micro-batch of its own). A mixture's short and long episodes then do not
+/// pad each other. Rows lose their order, so this is only for losses that treat every row
+/// alike (behaviour cloning).
 pub fn pack_by_length(
     trajectories: &[&Trajectory],
     max_rows: usize,
     max_padded_tokens: usize,
     device: Device,
 ) -> Vec<PackedBatch> {
-    let longest = trajectories
-        .iter()
-        .map(|t| t.num_tokens())
-        .max()
-        .unwrap_or(0);
-    let rows = trajectories.len();
-    if rows <= 1 || ((max_rows == 0 || rows <= max_rows) && rows * longest <= max_padded_tokens) {
-        return vec![pack(trajectories, device)];
-    }
     let mut sorted: Vec<&Trajectory> = trajectories.to_vec();
     sorted.sort_by_key(|t| t.num_tokens());
-    let mut chunks = Vec::new();
+    let lengths: Vec<usize> = sorted.iter().map(|t| t.num_tokens()).collect();
     let mut start = 0;
-    for end in 1..=sorted.len() {
-        let rows = end - start;
-        let next_fits = sorted.get(end).is_some_and(|next| {
-            (max_rows == 0 || rows < max_rows)
-                && (rows + 1) * next.num_tokens() <= max_padded_tokens
-        });
-        if !next_fits {
-            chunks.push(pack(&sorted[start..end], device));
+    length_runs(&lengths, max_rows, max_padded_tokens)
+        .into_iter()
+        .map(|end| {
+            let run = pack(&sorted[start..end], device);
             start = end;
+            run
+        })
+        .collect()
+}
+
+/// The ends of the runs [`pack_by_length`] cuts ascending `lengths` into: a shortest-path
+/// search over cut points, `O(n²)` for `n` rows.
+fn length_runs(lengths: &[usize], max_rows: usize, max_padded_tokens: usize) -> Vec<usize> {
+    let n = lengths.len();
+    // cost[j]: the cheapest packing of the first j rows; cut[j]: where its last run starts.
+    let mut cost = vec![usize::MAX; n + 1];
+    let mut cut = vec![0; n + 1];
+    cost[0] = 0;
+    for end in 1..=n {
+        let longest = lengths[end - 1];
+        for start in (0..end).rev() {
+            let rows = end - start;
+            let padded = rows * longest;
+            if rows > 1 && ((max_rows != 0 && rows > max_rows) || padded > max_padded_tokens) {
+                break;
+            }
+            let total = cost[start]
+                .saturating_add(padded)
+                .saturating_add(MICRO_BATCH_OVERHEAD_TOKENS);
+            if total < cost[end] {
+                cost[end] = total;
+                cut[end] = start;
+            }
         }
     }
-    chunks
+    let mut ends = Vec::new();
+    let mut end = n;
+    while end > 0 {
+        ends.push(end);
+        end = cut[end];
+    }
+    ends.reverse();
+    ends
 }
 
 /// The trained (policy) tokens of packed micro-batches, at least 1: the loss denominator.
@@ -348,28 +377,83 @@ mod tests {
             tokens,
             [3, 50, 4, 60, 5].iter().map(|n| n - 1).sum::<usize>()
         );
-        // A row limit splits further; a row longer than the budget gets a chunk of its own.
+        // A row limit splits further: 3 4 | 5 | 50 60 pads least (2 and 0 padded tokens).
         let rows: Vec<i64> = pack_by_length(&refs, 2, 120, Device::Cpu)
             .iter()
             .map(|c| c.ids.size()[0])
             .collect();
-        assert_eq!(rows, [2, 2, 1], "3 4 | 5 50 | 60");
-        // A batch that fits is one micro-batch in its own order.
-        let whole = pack_by_length(&refs, 0, 300, Device::Cpu);
-        assert_eq!(whole.len(), 1);
-        assert_eq!(whole[0].ids.size(), [5, 60]);
-        assert_eq!(whole[0].mask.sum(tch::Kind::Float).int64_value(&[]), 117);
-        assert_eq!(whole[0].ids.get(1).size(), [60]);
-        let second_row_tokens = whole[0].mask.get(1).sum(tch::Kind::Float).int64_value(&[]);
-        assert_eq!(
-            second_row_tokens, 49,
-            "row 1 is still the 50-token trajectory"
-        );
+        assert_eq!(rows, [2, 1, 2]);
+        // Room for the whole batch does not make it one micro-batch: the 50 and 60 rows
+        // would pad the short ones by 165 tokens, more than a second micro-batch costs.
+        let shapes: Vec<Vec<i64>> = pack_by_length(&refs, 0, 300, Device::Cpu)
+            .iter()
+            .map(|c| c.ids.size())
+            .collect();
+        assert_eq!(shapes, [vec![3, 5], vec![2, 60]]);
+        // Rows of nearly one length stay together.
+        let close: Vec<Trajectory> = [60, 58, 61, 59].into_iter().map(of_length).collect();
+        let close: Vec<&Trajectory> = close.iter().collect();
+        assert_eq!(pack_by_length(&close, 0, 300, Device::Cpu).len(), 1);
+        // A row longer than the budget gets a micro-batch of its own.
         let rows: Vec<i64> = pack_by_length(&refs, 0, 40, Device::Cpu)
             .iter()
             .map(|c| c.ids.size()[0])
             .collect();
         assert_eq!(rows, [3, 1, 1]);
+        assert!(pack_by_length(&[], 0, 40, Device::Cpu).is_empty());
+    }
+
+    /// The cost [`length_runs`] minimises, of the runs ending at `ends`.
+    fn packing_cost(lengths: &[usize], ends: &[usize]) -> usize {
+        let mut start = 0;
+        ends.iter()
+            .map(|&end| {
+                let cost = (end - start) * lengths[end - 1] + MICRO_BATCH_OVERHEAD_TOKENS;
+                start = end;
+                cost
+            })
+            .sum()
+    }
+
+    #[test]
+    fn length_runs_are_the_cheapest_cut_within_the_limits() {
+        // Every way to cut ten sorted lengths (2^9), checked against the search's answer.
+        let mut state = 7u64;
+        for _ in 0..40 {
+            let mut lengths: Vec<usize> = (0..10)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    1 + (state >> 33) as usize % 300
+                })
+                .collect();
+            lengths.sort();
+            let (max_rows, budget) = (4, 900);
+            let found = length_runs(&lengths, max_rows, budget);
+            let fits = |ends: &[usize]| {
+                let mut start = 0;
+                ends.iter().all(|&end| {
+                    let rows = end - start;
+                    let ok = rows == 1 || (rows <= max_rows && rows * lengths[end - 1] <= budget);
+                    start = end;
+                    ok
+                })
+            };
+            assert_eq!(found.last(), Some(&lengths.len()));
+            assert!(fits(&found), "{lengths:?} cut at {found:?}");
+            let best = (0u32..1 << 9)
+                .map(|cuts| {
+                    let mut ends: Vec<usize> =
+                        (1..10).filter(|i| cuts >> (i - 1) & 1 == 1).collect();
+                    ends.push(10);
+                    ends
+                })
+                .filter(|ends| fits(ends))
+                .map(|ends| packing_cost(&lengths, &ends))
+                .min();
+            assert_eq!(Some(packing_cost(&lengths, &found)), best, "{lengths:?}");
+        }
     }
 
     #[test]

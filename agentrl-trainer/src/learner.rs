@@ -494,7 +494,9 @@ impl Learner {
         opt.zero_grad();
         let mut stats = UpdateStats::default();
         for packed in chunks.iter().filter(|p| p.tokens > 0) {
-            let (logp, entropy) = self.model.token_logprobs(&packed.ids, 1.0);
+            let (logp, entropy) =
+                self.model
+                    .masked_token_logprobs(&packed.ids, &packed.mask, 1.0, false);
             let loss = aggregate(&-logp, &packed.mask, agg, &norms);
             loss.backward();
             stats.loss += loss.double_value(&[]);
