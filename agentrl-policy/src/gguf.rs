@@ -17,6 +17,7 @@
 //! layout; [`unpermute_llama_qk`] restores the Hugging Face order.
 
 mod dequant;
+mod kquant;
 pub mod write;
 
 pub use dequant::{GgmlType, f16_to_f32, f32_to_f16};
@@ -670,7 +671,10 @@ impl GgufFile {
         if let GgmlType::Other(id) = info.ggml_type {
             return Err(self.tensor_err(
                 info,
-                format!("cannot dequantise ggml type id {id} (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K)"),
+                format!(
+                    "cannot dequantise ggml type id {id} (supported: {})",
+                    GgmlType::DEQUANTISABLE.map(|t| t.to_string()).join(", ")
+                ),
             ));
         }
         let data = self.bytes_of(info)?;
