@@ -422,6 +422,30 @@ fn write_checkpoint(tensors: &[(String, Tensor)], config_json: &str, dir: &Path)
 }
 
 #[test]
+fn a_checkpoint_with_nan_weights_is_refused_naming_the_tensor() {
+    let (vs, _) = random_llama(22, QWEN3_TINY);
+    let name = "model.layers.0.self_attn.o_proj.weight";
+    let tensors: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| {
+            let t = t.detach().copy();
+            if n == name {
+                let _ = t.flatten(0, -1).get(5).fill_(f64::NAN);
+            }
+            (n, t)
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    write_checkpoint(&tensors, QWEN3_TINY, dir.path());
+    let e = Llama::load(dir.path(), Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(name) && e.contains("model.safetensors"), "{e}");
+    assert!(e.contains("1 of") && e.contains("NaN or infinite"), "{e}");
+}
+
+#[test]
 fn qwen3_q_and_k_norms_are_loaded_and_used() {
     let (vs, model) = random_llama(21, QWEN3_TINY);
     assert_eq!(model.config().rope_theta, 1e6);

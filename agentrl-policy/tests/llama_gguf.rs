@@ -211,6 +211,28 @@ fn missing_tensor_is_named_with_the_file() {
 }
 
 #[test]
+fn a_nan_or_infinite_weight_is_named_not_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_edited(dir.path(), |_, ts| {
+        let t = ts
+            .iter_mut()
+            .find(|t| t.name == "blk.1.ffn_down.weight")
+            .unwrap();
+        // F32 elements 3 and 7 (4 bytes each) become NaN and +inf.
+        t.data[12..16].copy_from_slice(&f32::NAN.to_le_bytes());
+        t.data[28..32].copy_from_slice(&f32::INFINITY.to_le_bytes());
+    });
+    let err = load_err(&path);
+    assert!(err.contains("blk.1.ffn_down.weight"), "{err}");
+    assert!(err.contains("model.layers.1.mlp.down_proj.weight"), "{err}");
+    assert!(err.contains("edited.gguf"), "{err}");
+    assert!(
+        err.contains("2 of") && err.contains("NaN or infinite"),
+        "{err}"
+    );
+}
+
+#[test]
 fn wrong_shape_is_named_with_both_shapes() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_edited(dir.path(), |_, ts| {

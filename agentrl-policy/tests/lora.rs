@@ -223,6 +223,20 @@ fn bad_configs_and_mismatched_adapters_are_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("shape"), "{e}");
+
+    // An adapter whose weights hold an infinity is refused, naming the tensor.
+    let path = dir.path().join(ADAPTER_WEIGHTS_FILE);
+    let mut tensors = Tensor::read_safetensors(&path).unwrap();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    let _ = tensors[0].1.flatten(0, -1).get(1).fill_(f64::INFINITY);
+    Tensor::write_safetensors(&tensors, &path).unwrap();
+    let (vs4, mut m4) = tiny(5);
+    m4.attach_lora(&vs4, &all_targets(2, 2.0)).unwrap();
+    let e = load_adapter_weights(&vs4, &path).unwrap_err().to_string();
+    assert!(
+        e.contains(&tensors[0].0) && e.contains("NaN or infinite"),
+        "{e}"
+    );
 }
 
 fn greedy(m: &Llama, prompts: &[Vec<u32>]) -> Vec<Vec<u32>> {

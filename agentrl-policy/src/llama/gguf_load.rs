@@ -136,6 +136,7 @@ pub(crate) mod tch_load {
 
     use super::{gguf_config, gguf_err};
     use crate::gguf::{GgufFile, unpermute_llama_qk};
+    use crate::llama::load::copy_checked;
     use crate::llama::{Llama, LlamaConfig};
 
     /// How a GGUF tensor's rows must be reordered to reach the Hugging Face layout.
@@ -259,10 +260,9 @@ pub(crate) mod tch_load {
                 )));
             };
             let src = read_tensor(file, &gguf, &hf, rows, &var.size())?;
-            let mut dst = var.shallow_clone();
-            tch::no_grad(|| {
-                dst.copy_(&src.to_kind(var.kind()).to(var.device()));
-            });
+            copy_checked(var, &src, || {
+                format!("{}: tensor '{gguf}' (for `{hf}`)", file.path().display())
+            })?;
             unfilled.remove(&hf);
         }
         if let Some(name) = unfilled.first() {

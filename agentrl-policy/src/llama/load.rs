@@ -127,20 +127,48 @@ pub fn load_weights(vs: &nn::VarStore, weights: impl AsRef<Path>) -> Result<()> 
                     var.size()
                 )));
             }
-            if !src.is_floating_point() {
-                return Err(Error::Config(format!(
-                    "tensor `{name}` in {} has non-float dtype {:?}",
-                    file.display(),
-                    src.kind()
-                )));
-            }
-            let mut dst = var.shallow_clone();
-            tch::no_grad(|| {
-                dst.copy_(&src.to_kind(var.kind()).to(var.device()));
-            });
+            copy_checked(var, src, || {
+                format!("tensor `{name}` in {}", file.display())
+            })?;
         }
     }
     Ok(())
+}
+
+/// Copies the checkpoint tensor `src` into the model variable `var`, converting its dtype and
+/// device, after checking that it is floating point and that every value is finite: a NaN or an
+/// infinity (a corrupt file, or weights saved after training diverged) is an error naming the
+/// tensor (`what`), not a model that silently outputs NaN.
+pub(crate) fn copy_checked(
+    var: &Tensor,
+    src: &Tensor,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    if !src.is_floating_point() {
+        return Err(Error::Config(format!(
+            "{} has non-float dtype {:?}",
+            what(),
+            src.kind()
+        )));
+    }
+    let finite = tch::no_grad(|| src.isfinite().all().int64_value(&[]) != 0);
+    if !finite {
+        let bad = tch::no_grad(|| {
+            src.isfinite()
+                .logical_not()
+                .sum(Kind::Int64)
+                .int64_value(&[])
+        });
+        return Err(Error::Config(format!(
+            "{}: {bad} of {} values are NaN or infinite (a corrupt checkpoint, or one saved \
+             after training diverged)",
+            what(),
+            src.numel()
+        )));
+    }
+    let mut dst = var.shallow_clone();
+    tch::no_grad(|| dst.f_copy_(&src.to_kind(var.kind()).to(var.device())))
+        .map_err(|e| Error::Config(format!("copying {}: {e}", what())))
 }
 
 impl Llama {

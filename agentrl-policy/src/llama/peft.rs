@@ -11,6 +11,7 @@ use agentrl_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
+use super::load::copy_checked;
 use super::lora::{LoraConfig, is_adapter_name};
 use super::model::Llama;
 use crate::tch_policy::NamedWeights;
@@ -103,9 +104,9 @@ pub fn load_adapter_weights(vs: &nn::VarStore, file: impl AsRef<Path>) -> Result
                 var.size()
             )));
         }
-        let mut dst = var.shallow_clone();
-        tch::no_grad(|| dst.f_copy_(&src.to_kind(var.kind()).to(var.device())))
-            .map_err(|e| Error::Policy(format!("copying adapter `{name}`: {e}")))?;
+        copy_checked(var, src, || {
+            format!("{}: adapter tensor `{name}`", file.display())
+        })?;
     }
     Ok(vars.len())
 }
