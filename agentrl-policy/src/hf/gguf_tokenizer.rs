@@ -1,11 +1,17 @@
 //! Rebuilding a Hugging Face tokenizer and chat template from the metadata of a llama.cpp GGUF
-//! file (GPT-2 style byte-level BPE: `tokenizer.ggml.model = "gpt2"`).
+//! file (GPT-2 style byte-level BPE: `tokenizer.ggml.model = "gpt2"`), with the split pattern
+//! of the model family that `tokenizer.ggml.pre` names (GPT-2, SmolLM2/StarCoder, Llama 3,
+//! Qwen2/Qwen3), so the ids are the ones the model's own `tokenizer.json` gives.
 
 use tokenizers::models::bpe::{BPE, Vocab};
+use tokenizers::normalizers::unicode::NFC;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
-use tokenizers::{AddedToken, PreTokenizerWrapper, Tokenizer};
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{
+    AddedToken, NormalizerWrapper, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer,
+};
 
 use super::{ChatTemplate, HfError, HfTokenizer};
 use crate::gguf::{GgufFile, MetaArray, MetaValue};
@@ -14,8 +20,68 @@ use crate::gguf::{GgufFile, MetaArray, MetaValue};
 const TOKEN_TYPE_CONTROL: i64 = 3;
 /// GGUF token type of user-defined tokens (added, but not special).
 const TOKEN_TYPE_USER_DEFINED: i64 = 4;
-/// `tokenizer.ggml.pre` values whose pre-tokenizer splits digits one by one.
-const DIGIT_SPLITTING_PRE: [&str; 2] = ["smollm", "starcoder"];
+/// The split pattern of Llama 3's tokenizer (`tokenizer.ggml.pre = "llama-bpe"`): numbers in
+/// groups of up to three digits, contractions in any case, a letter run with one leading
+/// non-letter.
+const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The split pattern of Qwen2's and Qwen3's tokenizer (`tokenizer.ggml.pre = "qwen2"`): as
+/// Llama 3's, but every digit alone.
+const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+
+/// The `tokenizer.ggml.pre` values this rebuild knows (llama.cpp's names), each standing for
+/// the normaliser and pre-tokenizer of the model's own `tokenizer.json`.
+pub const GGUF_PRE_TOKENIZERS: [&str; 7] = [
+    "default",
+    "gpt-2",
+    "smollm",
+    "starcoder",
+    "llama-bpe",
+    "llama3",
+    "qwen2",
+];
+
+/// The normaliser and pre-tokenizer that `tokenizer.ggml.pre` (absent: GPT-2's) stands for.
+/// An unknown value is an error: another split pattern gives other ids than the model was
+/// trained on, silently.
+fn pre_tokenizer(
+    pre: Option<&str>,
+    path: &str,
+) -> Result<(Option<NormalizerWrapper>, PreTokenizerWrapper), HfError> {
+    let split_then_bytes = |pattern: &str| -> Result<PreTokenizerWrapper, HfError> {
+        let split = Split::new(
+            SplitPattern::Regex(pattern.to_string()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(|e| HfError::Tokenizer(format!("{path}: split pattern: {e}")))?;
+        Ok(Sequence::new(vec![
+            split.into(),
+            ByteLevel::new(false, false, false).into(),
+        ])
+        .into())
+    };
+    Ok(match pre {
+        None | Some("default" | "gpt-2") => (None, ByteLevel::new(false, true, true).into()),
+        Some("smollm" | "starcoder") => (
+            None,
+            Sequence::new(vec![
+                Digits::new(true).into(),
+                ByteLevel::new(false, true, true).into(),
+            ])
+            .into(),
+        ),
+        Some("llama-bpe" | "llama3") => (None, split_then_bytes(LLAMA3_PATTERN)?),
+        Some("qwen2") => (Some(NFC.into()), split_then_bytes(QWEN2_PATTERN)?),
+        Some(other) => {
+            return Err(HfError::Tokenizer(format!(
+                "{path}: tokenizer.ggml.pre is {other:?}, whose split pattern this rebuild does \
+                 not know (it knows {GGUF_PRE_TOKENIZERS:?}); load the model's Hugging Face \
+                 directory (tokenizer.json) instead"
+            )));
+        }
+    })
+}
 
 /// A GGUF metadata error as an [`HfError`], naming the file.
 fn meta_err(e: crate::gguf::GgufError) -> HfError {
@@ -74,7 +140,9 @@ fn token_of(file: &GgufFile, tokens: &[String], key: &str) -> Result<String, HfE
 
 impl HfTokenizer {
     /// Rebuilds a GPT-2 style byte-level BPE tokenizer from a GGUF file's `tokenizer.ggml.*`
-    /// metadata; control tokens (type 3) become special tokens that encode as single ids.
+    /// metadata, with the normaliser and split pattern `tokenizer.ggml.pre` names (one of
+    /// [`GGUF_PRE_TOKENIZERS`]; another is an error); control tokens (type 3) become special
+    /// tokens that encode as single ids.
     pub fn from_gguf(file: &GgufFile) -> Result<Self, HfError> {
         let path = file.path().display().to_string();
         let model = file.get_str("tokenizer.ggml.model").map_err(meta_err)?;
@@ -128,19 +196,22 @@ impl HfTokenizer {
             .vocab_and_merges(vocab, merges)
             .build()
             .map_err(|e| HfError::Tokenizer(format!("{path}: cannot build the BPE model: {e}")))?;
-        let mut inner = Tokenizer::new(bpe);
-        let byte_level = ByteLevel::new(false, true, true);
         let pre = match file.get("tokenizer.ggml.pre") {
-            Some(MetaValue::String(p)) if DIGIT_SPLITTING_PRE.contains(&p.as_str()) => {
-                PreTokenizerWrapper::from(Sequence::new(vec![
-                    Digits::new(true).into(),
-                    byte_level.into(),
-                ]))
+            None => None,
+            Some(MetaValue::String(p)) => Some(p.as_str()),
+            Some(_) => {
+                return Err(HfError::Tokenizer(format!(
+                    "{path}: tokenizer.ggml.pre is not a string"
+                )));
             }
-            _ => byte_level.into(),
         };
-        inner.with_pre_tokenizer(Some(pre));
-        inner.with_decoder(Some(byte_level));
+        let (normalizer, pre_tokenizer) = pre_tokenizer(pre, &path)?;
+        let mut inner = Tokenizer::new(bpe);
+        inner
+            .with_normalizer(normalizer)
+            .map_err(|e| HfError::Tokenizer(format!("{path}: cannot set the normaliser: {e}")))?;
+        inner.with_pre_tokenizer(Some(pre_tokenizer));
+        inner.with_decoder(Some(ByteLevel::new(false, true, true)));
         let mut special = Vec::new();
         let mut user = Vec::new();
         for (token, &kind) in tokens.iter().zip(&types) {

@@ -20,6 +20,8 @@ mod tool_parse;
 pub use format::HfChatFormat;
 pub use generation::{GENERATION_CONFIG_FILE, GenerationDefaults};
 #[cfg(feature = "hf")]
+pub use gguf_tokenizer::GGUF_PRE_TOKENIZERS;
+#[cfg(feature = "hf")]
 pub use template::{ChatTemplate, TEMPLATE_JINJA_FILE, TEMPLATE_JSON_FILE, TOKENIZER_CONFIG_FILE};
 #[cfg(feature = "hf")]
 pub use tokenizer::HfTokenizer;
