@@ -21,6 +21,15 @@ fn scale_min_k4(j: usize, s: &[u8]) -> (u8, u8) {
     }
 }
 
+/// The scales and minimums, times `d` and `dmin`, of the two 32-element halves of Q4_K/Q5_K
+/// group `g` (0..4): sub-blocks `2g` and `2g + 1`.
+fn group_scales_k4(g: usize, d: f32, dmin: f32, scales: &[u8]) -> [(f32, f32); 2] {
+    [2 * g, 2 * g + 1].map(|j| {
+        let (sc, m) = scale_min_k4(j, scales);
+        (d * f32::from(sc), dmin * f32::from(m))
+    })
+}
+
 /// The 6-bit scale of Q3_K sub-block `j` (0..16), already less its offset of 32: the low 4
 /// bits are the nibbles of bytes 0..8 (low nibbles for 0..8, high for 8..16), the high 2 bits
 /// the bit pairs of bytes 8..12 (byte `8 + j % 4`, pair `j / 4`).
@@ -78,10 +87,7 @@ pub(super) fn q4_k(data: &[u8], out: &mut [f32]) {
             .zip(b[16..144].chunks_exact(32))
             .enumerate()
         {
-            let (sc1, m1) = scale_min_k4(2 * g, scales);
-            let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
-            let (d1, m1) = (d * f32::from(sc1), dmin * f32::from(m1));
-            let (d2, m2) = (d * f32::from(sc2), dmin * f32::from(m2));
+            let [(d1, m1), (d2, m2)] = group_scales_k4(g, d, dmin, scales);
             let (lo, hi) = og.split_at_mut(32);
             for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(qg) {
                 *l = d1 * f32::from(q & 0x0f) - m1;
@@ -104,10 +110,7 @@ pub(super) fn q5_k(data: &[u8], out: &mut [f32]) {
             .zip(b[48..176].chunks_exact(32))
             .enumerate()
         {
-            let (sc1, m1) = scale_min_k4(2 * g, scales);
-            let (sc2, m2) = scale_min_k4(2 * g + 1, scales);
-            let (d1, m1) = (d * f32::from(sc1), dmin * f32::from(m1));
-            let (d2, m2) = (d * f32::from(sc2), dmin * f32::from(m2));
+            let [(d1, m1), (d2, m2)] = group_scales_k4(g, d, dmin, scales);
             let (lo, hi) = og.split_at_mut(32);
             for (l, ((x_lo, x_hi), &q)) in lo.iter_mut().zip(hi.iter_mut()).zip(qg).enumerate() {
                 let fifth_lo = ((qh[l] >> (2 * g)) & 1) << 4;
