@@ -17,10 +17,12 @@
 //! layout; [`unpermute_llama_qk`] restores the Hugging Face order.
 
 mod dequant;
+mod half;
 mod kquant;
 pub mod write;
 
-pub use dequant::{GgmlType, f16_to_f32, f32_to_f16};
+pub use dequant::GgmlType;
+pub use half::{f16_to_f32, f32_to_f16};
 pub use write::{GgufTensorData, encode_gguf, tensors_of, write_gguf};
 
 use std::collections::HashMap;

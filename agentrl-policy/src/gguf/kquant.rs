@@ -5,7 +5,7 @@
 //! Each function takes whole blocks: `data.len()` a multiple of the block's bytes and
 //! `out.len()` the matching element count (the caller checks; extra bytes are not touched).
 
-use super::dequant::f16_at;
+use super::half::f16_at;
 
 /// The 6-bit scale and minimum of sub-block `j` (0..8) from the 12 packed Q4_K/Q5_K scale
 /// bytes: sub-blocks 0..4 keep them in the low 6 bits of bytes `j` and `j + 4`; 4..8 in the
