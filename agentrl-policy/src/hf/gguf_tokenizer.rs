@@ -1,5 +1,6 @@
 //! Rebuilding a Hugging Face tokenizer and chat template from the metadata of a llama.cpp GGUF
-//! file (GPT-2 style byte-level BPE: `tokenizer.ggml.model = "gpt2"`), with the split pattern
+//! file: GPT-2 style byte-level BPE (`tokenizer.ggml.model = "gpt2"`) or SentencePiece BPE
+//! (`"llama"`, in `gguf_spm.rs`). Byte-level BPE gets the split pattern
 //! of the model family that `tokenizer.ggml.pre` names (GPT-2, SmolLM2/StarCoder, Llama 3,
 //! Qwen2/Qwen3), so the ids are the ones the model's own `tokenizer.json` gives.
 
@@ -13,9 +14,11 @@ use tokenizers::{
     AddedToken, NormalizerWrapper, PreTokenizerWrapper, SplitDelimiterBehavior, Tokenizer,
 };
 
-use super::{ChatTemplate, HfError, HfTokenizer};
+use super::{ChatTemplate, HfError, HfTokenizer, gguf_spm};
 use crate::gguf::{GgufFile, MetaArray, MetaValue};
 
+/// GGUF token type of the unknown token (`<unk>`).
+const TOKEN_TYPE_UNKNOWN: i64 = 2;
 /// GGUF token type of control tokens (`<|im_start|>`, `<|endoftext|>`, ...).
 const TOKEN_TYPE_CONTROL: i64 = 3;
 /// GGUF token type of user-defined tokens (added, but not special).
@@ -138,25 +141,113 @@ fn token_of(file: &GgufFile, tokens: &[String], key: &str) -> Result<String, HfE
     })
 }
 
+/// The ids of `tokens`, which must be distinct.
+fn vocab_of(tokens: &[String], path: &str) -> Result<Vocab, HfError> {
+    let mut vocab = Vocab::with_capacity(tokens.len());
+    for (id, token) in tokens.iter().enumerate() {
+        let id = u32::try_from(id)
+            .map_err(|_| HfError::Tokenizer(format!("{path}: more than u32::MAX tokens")))?;
+        if vocab.insert(token.clone(), id).is_some() {
+            return Err(HfError::Tokenizer(format!(
+                "{path}: token {token:?} appears twice in tokenizer.ggml.tokens"
+            )));
+        }
+    }
+    Ok(vocab)
+}
+
+/// A GPT-2 style byte-level BPE (`tokenizer.ggml.model = "gpt2"`) from the file's merges, with
+/// the normaliser and split pattern `tokenizer.ggml.pre` names.
+fn byte_level_bpe(file: &GgufFile, tokens: &[String], path: &str) -> Result<Tokenizer, HfError> {
+    let merge_lines = file
+        .get_array_str("tokenizer.ggml.merges")
+        .map_err(meta_err)?;
+    let merges = merge_lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            line.split_once(' ')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .ok_or_else(|| {
+                    HfError::Tokenizer(format!(
+                        "{path}: merge {i} ({line:?}) is not two tokens separated by a space"
+                    ))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab_of(tokens, path)?, merges)
+        .build()
+        .map_err(|e| HfError::Tokenizer(format!("{path}: cannot build the BPE model: {e}")))?;
+    let pre = match file.get("tokenizer.ggml.pre") {
+        None => None,
+        Some(MetaValue::String(p)) => Some(p.as_str()),
+        Some(_) => {
+            return Err(HfError::Tokenizer(format!(
+                "{path}: tokenizer.ggml.pre is not a string"
+            )));
+        }
+    };
+    let (normalizer, pre_tokenizer) = pre_tokenizer(pre, path)?;
+    let mut inner = Tokenizer::new(bpe);
+    inner
+        .with_normalizer(normalizer)
+        .map_err(|e| HfError::Tokenizer(format!("{path}: cannot set the normaliser: {e}")))?;
+    inner.with_pre_tokenizer(Some(pre_tokenizer));
+    inner.with_decoder(Some(ByteLevel::new(false, true, true)));
+    Ok(inner)
+}
+
+/// A SentencePiece BPE (`tokenizer.ggml.model = "llama"`) from the file's pieces and scores.
+fn sentencepiece(
+    file: &GgufFile,
+    tokens: &[String],
+    types: &[i64],
+    path: &str,
+) -> Result<Tokenizer, HfError> {
+    let scores = match file.get_array("tokenizer.ggml.scores").map_err(meta_err)? {
+        MetaArray::F32(scores) => scores,
+        _ => {
+            return Err(HfError::Tokenizer(format!(
+                "{path}: tokenizer.ggml.scores is not an array of f32"
+            )));
+        }
+    };
+    let add_space_prefix = match file.get("tokenizer.ggml.add_space_prefix") {
+        None => true,
+        Some(_) => file
+            .get_bool("tokenizer.ggml.add_space_prefix")
+            .map_err(meta_err)?,
+    };
+    let unknown = match file.get("tokenizer.ggml.unknown_token_id") {
+        Some(_) => Some(token_of(file, tokens, "tokenizer.ggml.unknown_token_id")?),
+        None => types
+            .iter()
+            .position(|&t| t == TOKEN_TYPE_UNKNOWN)
+            .map(|id| tokens[id].clone()),
+    };
+    gguf_spm::sentencepiece_bpe(
+        tokens,
+        vocab_of(tokens, path)?,
+        scores,
+        add_space_prefix,
+        unknown.as_deref(),
+        path,
+    )
+}
+
 impl HfTokenizer {
-    /// Rebuilds a GPT-2 style byte-level BPE tokenizer from a GGUF file's `tokenizer.ggml.*`
-    /// metadata, with the normaliser and split pattern `tokenizer.ggml.pre` names (one of
-    /// [`GGUF_PRE_TOKENIZERS`]; another is an error); control tokens (type 3) become special
-    /// tokens that encode as single ids.
+    /// Rebuilds a tokenizer from a GGUF file's `tokenizer.ggml.*` metadata: a GPT-2 style
+    /// byte-level BPE (`tokenizer.ggml.model = "gpt2"`) with the normaliser and split pattern
+    /// `tokenizer.ggml.pre` names (one of [`GGUF_PRE_TOKENIZERS`]; another is an error), or a
+    /// SentencePiece BPE (`"llama"`: Llama 2, Mistral, TinyLlama) as its `tokenizer.json`
+    /// holds it. Control and unknown tokens (types 3 and 2) become special tokens that encode
+    /// as single ids.
     pub fn from_gguf(file: &GgufFile) -> Result<Self, HfError> {
         let path = file.path().display().to_string();
         let model = file.get_str("tokenizer.ggml.model").map_err(meta_err)?;
-        if model != "gpt2" {
-            return Err(HfError::Tokenizer(format!(
-                "{path}: tokenizer.ggml.model is {model:?}; only \"gpt2\" (byte-level BPE) can \
-                 be rebuilt from GGUF metadata"
-            )));
-        }
         let tokens = file
             .get_array_str("tokenizer.ggml.tokens")
-            .map_err(meta_err)?;
-        let merge_lines = file
-            .get_array_str("tokenizer.ggml.merges")
             .map_err(meta_err)?;
         let types = match file.get("tokenizer.ggml.token_type") {
             Some(_) => int_array(file, "tokenizer.ggml.token_type")?,
@@ -169,54 +260,23 @@ impl HfTokenizer {
                 tokens.len()
             )));
         }
-        let mut vocab = Vocab::with_capacity(tokens.len());
-        for (id, token) in tokens.iter().enumerate() {
-            let id = u32::try_from(id)
-                .map_err(|_| HfError::Tokenizer(format!("{path}: more than u32::MAX tokens")))?;
-            if vocab.insert(token.clone(), id).is_some() {
+        let mut inner = match model {
+            "gpt2" => byte_level_bpe(file, tokens, &path)?,
+            "llama" => sentencepiece(file, tokens, &types, &path)?,
+            other => {
                 return Err(HfError::Tokenizer(format!(
-                    "{path}: token {token:?} appears twice in tokenizer.ggml.tokens"
-                )));
-            }
-        }
-        let merges = merge_lines
-            .iter()
-            .enumerate()
-            .map(|(i, line)| {
-                line.split_once(' ')
-                    .map(|(a, b)| (a.to_string(), b.to_string()))
-                    .ok_or_else(|| {
-                        HfError::Tokenizer(format!(
-                            "{path}: merge {i} ({line:?}) is not two tokens separated by a space"
-                        ))
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let bpe = BPE::builder()
-            .vocab_and_merges(vocab, merges)
-            .build()
-            .map_err(|e| HfError::Tokenizer(format!("{path}: cannot build the BPE model: {e}")))?;
-        let pre = match file.get("tokenizer.ggml.pre") {
-            None => None,
-            Some(MetaValue::String(p)) => Some(p.as_str()),
-            Some(_) => {
-                return Err(HfError::Tokenizer(format!(
-                    "{path}: tokenizer.ggml.pre is not a string"
+                    "{path}: tokenizer.ggml.model is {other:?}; only \"gpt2\" (byte-level BPE) \
+                     and \"llama\" (SentencePiece BPE) can be rebuilt from GGUF metadata"
                 )));
             }
         };
-        let (normalizer, pre_tokenizer) = pre_tokenizer(pre, &path)?;
-        let mut inner = Tokenizer::new(bpe);
-        inner
-            .with_normalizer(normalizer)
-            .map_err(|e| HfError::Tokenizer(format!("{path}: cannot set the normaliser: {e}")))?;
-        inner.with_pre_tokenizer(Some(pre_tokenizer));
-        inner.with_decoder(Some(ByteLevel::new(false, true, true)));
         let mut special = Vec::new();
         let mut user = Vec::new();
         for (token, &kind) in tokens.iter().zip(&types) {
             match kind {
-                TOKEN_TYPE_CONTROL => special.push(AddedToken::from(token.clone(), true)),
+                TOKEN_TYPE_CONTROL | TOKEN_TYPE_UNKNOWN => {
+                    special.push(AddedToken::from(token.clone(), true))
+                }
                 TOKEN_TYPE_USER_DEFINED => user.push(AddedToken::from(token.clone(), false)),
                 _ => {}
             }

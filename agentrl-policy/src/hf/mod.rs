@@ -9,6 +9,8 @@
 mod format;
 mod generation;
 #[cfg(feature = "hf")]
+mod gguf_spm;
+#[cfg(feature = "hf")]
 mod gguf_tokenizer;
 #[cfg(feature = "hf")]
 mod template;
