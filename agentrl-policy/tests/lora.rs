@@ -12,7 +12,7 @@ use agentrl_policy::PolicyModel;
 use agentrl_policy::TchPolicy;
 use agentrl_policy::llama::{
     ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, Llama, LoraConfig, TARGET_MODULES, adapter_weights,
-    is_adapter_name, load_adapter_weights,
+    is_adapter_name, load_adapter_weights, read_peft_config,
 };
 use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
@@ -311,4 +311,83 @@ fn smollm2_lora_trains_adapters_only() {
     assert!(vs.variables()["model.embed_tokens.weight"].equal(&embed));
     // 30 layers x 4 attention projections x (A, B).
     assert_eq!(adapter_weights(&vs).len(), 240);
+}
+
+/// `adapter_config.json` exactly as PEFT 0.21.2 writes it for `LoraConfig(r=8, lora_alpha=16,
+/// target_modules=["q_proj", "v_proj"], lora_dropout=0.05, task_type="CAUSAL_LM")`.
+const PEFT_0_21_CONFIG: &str = r#"{
+  "alora_invocation_tokens": null, "alpha_pattern": {}, "arrow_config": null,
+  "auto_mapping": null, "base_model_name_or_path": null, "bias": "none", "corda_config": null,
+  "ensure_weight_tying": false, "eva_config": null, "exclude_modules": null,
+  "fan_in_fan_out": false, "inference_mode": false, "init_lora_weights": true,
+  "kasa_config": null, "layer_replication": null, "layers_pattern": null,
+  "layers_to_transform": null, "loftq_config": {}, "lora_alpha": 16, "lora_bias": false,
+  "lora_dropout": 0.05, "lora_ga_config": null, "megatron_config": null,
+  "megatron_core": "megatron.core", "modules_to_save": null, "monteclora_config": null,
+  "peft_type": "LORA", "peft_version": "0.21.2", "qalora_group_size": 16, "r": 8,
+  "rank_pattern": {}, "revision": null, "target_modules": ["q_proj", "v_proj"],
+  "target_parameters": null, "task_type": "CAUSAL_LM", "trainable_token_indices": null,
+  "use_bdlora": null, "use_dora": false, "use_qalora": false, "use_rslora": false,
+  "velora_config": null
+}"#;
+
+/// Reads `PEFT_0_21_CONFIG` with `key` set to `value` (JSON).
+fn read_with(key: &str, value: &str) -> agentrl_core::Result<LoraConfig> {
+    let mut config: serde_json::Value = serde_json::from_str(PEFT_0_21_CONFIG).unwrap();
+    config[key] = serde_json::from_str(value).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(ADAPTER_CONFIG_FILE), config.to_string()).unwrap();
+    read_peft_config(dir.path())
+}
+
+#[test]
+fn adapter_configs_of_current_peft_load_and_what_plain_lora_cannot_compute_is_refused() {
+    let plain = read_with("r", "8").unwrap();
+    assert_eq!(plain.r, 8);
+    assert_eq!(plain.alpha, 16.0);
+    assert_eq!(plain.targets, ["q_proj", "v_proj"]);
+    // rsLoRA scales by alpha / sqrt(r): the same update as alpha * sqrt(8) over r.
+    let rs = read_with("use_rslora", "true").unwrap();
+    assert!(
+        (rs.scale() - 16.0 / 8f64.sqrt()).abs() < 1e-12,
+        "{}",
+        rs.scale()
+    );
+    assert_eq!(
+        read_with("target_modules", "\"all-linear\"")
+            .unwrap()
+            .targets,
+        TARGET_MODULES
+    );
+    let e = read_with("target_modules", "\".*\\\\.q_proj\"")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("target_modules") && e.contains("q_proj"), "{e}");
+    for (key, value) in [
+        ("use_dora", "true"),
+        ("lora_bias", "true"),
+        ("bias", "\"all\""),
+        ("rank_pattern", "{\"q_proj\": 4}"),
+        ("alpha_pattern", "{\"v_proj\": 32}"),
+        ("layers_to_transform", "[0]"),
+        ("modules_to_save", "[\"lm_head\"]"),
+        ("trainable_token_indices", "[5, 6]"),
+        ("exclude_modules", "[\"model.layers.0.self_attn.q_proj\"]"),
+    ] {
+        let e = read_with(key, value).unwrap_err().to_string();
+        assert!(
+            e.contains(key) && e.contains(ADAPTER_CONFIG_FILE),
+            "{key}: {e}"
+        );
+    }
+    // Unset in any of the spellings PEFT writes.
+    for (key, value) in [
+        ("modules_to_save", "[]"),
+        ("use_dora", "null"),
+        ("bias", "\"none\""),
+    ] {
+        read_with(key, value).unwrap();
+    }
+    let e = read_with("peft_type", "\"IA3\"").unwrap_err().to_string();
+    assert!(e.contains("IA3"), "{e}");
 }

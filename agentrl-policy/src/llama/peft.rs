@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
 use super::load::copy_checked;
-use super::lora::{LoraConfig, is_adapter_name};
+use super::lora::{LoraConfig, TARGET_MODULES, is_adapter_name};
 use super::model::Llama;
 use crate::tch_policy::NamedWeights;
 
@@ -31,7 +31,7 @@ struct PeftConfig {
     base_model_name_or_path: Option<String>,
     r: usize,
     lora_alpha: f64,
-    target_modules: Vec<String>,
+    target_modules: TargetModules,
     #[serde(default)]
     lora_dropout: f64,
     #[serde(default = "default_bias")]
@@ -44,6 +44,75 @@ struct PeftConfig {
 
 fn default_bias() -> String {
     "none".into()
+}
+
+/// `target_modules` as PEFT writes it: module names, or one string (a regex over module paths,
+/// or `all-linear`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum TargetModules {
+    Names(Vec<String>),
+    Pattern(String),
+}
+
+/// Options of `adapter_config.json` that change what the adapters compute, with the value that
+/// leaves plain LoRA (PEFT's default): an adapter with any other value would load into a
+/// different model than the one it was trained with, so it is refused.
+const PLAIN_LORA: [(&str, &str); 17] = [
+    ("use_dora", "false"),
+    ("lora_bias", "false"),
+    ("bias", "\"none\""),
+    ("fan_in_fan_out", "false"),
+    ("use_qalora", "false"),
+    ("use_bdlora", "null"),
+    ("rank_pattern", "{}"),
+    ("alpha_pattern", "{}"),
+    ("layers_to_transform", "null"),
+    ("layer_replication", "null"),
+    ("modules_to_save", "null"),
+    ("exclude_modules", "null"),
+    ("trainable_token_indices", "null"),
+    ("target_parameters", "null"),
+    ("alora_invocation_tokens", "null"),
+    ("arrow_config", "null"),
+    ("kasa_config", "null"),
+];
+
+/// Refuses the options of [`PLAIN_LORA`] set to anything but plain LoRA's value (`null`,
+/// `false` and an empty list or table count as unset too), naming the key and the value.
+fn check_plain_lora(raw: &serde_json::Value, path: &Path) -> Result<()> {
+    for (key, plain) in PLAIN_LORA {
+        let Some(value) = raw.get(key) else { continue };
+        let unset = value.to_string() == plain
+            || value.is_null()
+            || value == &serde_json::Value::Bool(false)
+            || value.as_array().is_some_and(|a| a.is_empty())
+            || value.as_object().is_some_and(|o| o.is_empty());
+        if !unset {
+            return Err(Error::Config(format!(
+                "{}: `{key}` is {value}; only plain LoRA adapters load here ({key} = {plain}), \
+                 and this one would compute something else",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The module names of `target_modules`: the list as it is, `all-linear` as every projection
+/// of the decoder layers (PEFT leaves the output head out), and no other pattern.
+fn target_names(targets: TargetModules, path: &Path) -> Result<Vec<String>> {
+    match targets {
+        TargetModules::Names(names) => Ok(names),
+        TargetModules::Pattern(p) if p == "all-linear" => {
+            Ok(TARGET_MODULES.iter().map(|s| s.to_string()).collect())
+        }
+        TargetModules::Pattern(p) => Err(Error::Config(format!(
+            "{}: target_modules is the pattern {p:?}; only a list of module names (or \
+             \"all-linear\") is supported",
+            path.display()
+        ))),
+    }
 }
 
 /// Deep copies of the adapter variables of `vs` (sorted by name): what a rollout copy of a
@@ -111,23 +180,35 @@ pub fn load_adapter_weights(vs: &nn::VarStore, file: impl AsRef<Path>) -> Result
     Ok(vars.len())
 }
 
-/// Reads the LoRA settings of a PEFT adapter directory's `adapter_config.json`.
+/// Reads the LoRA settings of a PEFT adapter directory's `adapter_config.json` (as PEFT 0.21
+/// writes it). rsLoRA (`use_rslora`) becomes the equal plain scale; an option that would make
+/// the adapters compute something plain LoRA does not (DoRA, biases, per-module ranks, a subset
+/// of layers, saved whole modules, ...) is an error naming it.
 pub fn read_peft_config(dir: impl AsRef<Path>) -> Result<LoraConfig> {
     let path = dir.as_ref().join(ADAPTER_CONFIG_FILE);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io("reading", &path, e))?;
-    let peft: PeftConfig =
-        serde_json::from_str(&text).map_err(|e| Error::json(path.display().to_string(), e))?;
-    if peft.peft_type != "LORA" {
+    let json = |e| Error::json(path.display().to_string(), e);
+    let raw: serde_json::Value = serde_json::from_str(&text).map_err(json)?;
+    let peft_type = raw.get("peft_type").and_then(|t| t.as_str()).unwrap_or("");
+    if peft_type != "LORA" {
         return Err(Error::Config(format!(
-            "{}: peft_type is `{}`, only LORA adapters can be loaded",
-            path.display(),
-            peft.peft_type
+            "{}: peft_type is `{peft_type}`, only LORA adapters can be loaded",
+            path.display()
         )));
     }
+    check_plain_lora(&raw, &path)?;
+    let use_rslora = raw.get("use_rslora").and_then(|v| v.as_bool()) == Some(true);
+    let peft: PeftConfig = serde_json::from_value(raw).map_err(json)?;
+    // rsLoRA scales the update by alpha / sqrt(r): the same as alpha · sqrt(r) over r.
+    let alpha = if use_rslora {
+        peft.lora_alpha * (peft.r as f64).sqrt()
+    } else {
+        peft.lora_alpha
+    };
     let cfg = LoraConfig {
         r: peft.r,
-        alpha: peft.lora_alpha,
-        targets: peft.target_modules,
+        alpha,
+        targets: target_names(peft.target_modules, &path)?,
     };
     cfg.validate()
         .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
@@ -158,7 +239,7 @@ pub fn save_adapters(
         base_model_name_or_path: Some(base_model.to_string()),
         r: cfg.r,
         lora_alpha: cfg.alpha,
-        target_modules: cfg.targets.clone(),
+        target_modules: TargetModules::Names(cfg.targets.clone()),
         lora_dropout: 0.0,
         bias: default_bias(),
         fan_in_fan_out: false,
