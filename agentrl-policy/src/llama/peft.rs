@@ -83,7 +83,8 @@ const PLAIN_LORA: [(&str, &str); 17] = [
 fn check_plain_lora(raw: &serde_json::Value, path: &Path) -> Result<()> {
     for (key, plain) in PLAIN_LORA {
         let Some(value) = raw.get(key) else { continue };
-        let unset = value.to_string() == plain
+        let plain_value: serde_json::Value = serde_json::from_str(plain).unwrap_or_default();
+        let unset = value == &plain_value
             || value.is_null()
             || value == &serde_json::Value::Bool(false)
             || value.as_array().is_some_and(|a| a.is_empty())
