@@ -8,7 +8,8 @@
 //!
 //! Needs a Python with torch and transformers (and `gguf` for the GGUF test), so the tests are
 //! ignored by default: `cargo xtask parity` makes that Python and runs them; or set
-//! `AGENTRL_PARITY_PYTHON` (and `AGENTRL_SMOLLM2_GGUF`) and run with `--ignored`.
+//! `AGENTRL_PARITY_PYTHON` (and `AGENTRL_SMOLLM2_GGUF`) and run with `--ignored`. A PEFT-saved adapter
+//! is checked the same way (`parity/peft_adapter.py`, which needs `peft` too).
 #![cfg(feature = "tch")]
 
 use std::path::Path;
@@ -312,4 +313,45 @@ fn resaved_bf16_qwen3_is_as_close_to_exact_as_transformers_bf16() {
         ours <= BF16_ERROR_RATIO * theirs + 1e-3,
         "{ours} vs {theirs}"
     );
+}
+
+/// An adapter that PEFT itself saved (LoRA on every linear layer via `all-linear`, which PEFT
+/// saves as full module paths, with rsLoRA and random `B`, on a tiny random Llama saved by
+/// transformers; `parity/peft_adapter.py`) loads through `Llama::load_peft` and gives PEFT's
+/// logits.
+#[test]
+#[ignore = "needs torch + transformers + peft: cargo xtask parity"]
+fn an_adapter_saved_by_peft_gives_peft_logits() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/parity/peft_adapter.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(dir.path())
+        .output()
+        .expect("running peft_adapter.py");
+    assert!(
+        out.status.success(),
+        "peft_adapter.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (vs, mut model) = Llama::load(dir.path().join("base"), Device::Cpu).unwrap();
+    let cfg = model.load_peft(&vs, dir.path().join("adapter")).unwrap();
+    assert_eq!(cfg.targets, agentrl_policy::llama::TARGET_MODULES);
+    assert!(
+        (cfg.scale() - 8.0 / 2.0).abs() < 1e-12,
+        "rsLoRA: alpha 8 / sqrt(r = 4)"
+    );
+    let want: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("logits.json")).unwrap())
+            .unwrap();
+    let ids: Vec<i64> = serde_json::from_value(want["ids"].clone()).unwrap();
+    let rows: Vec<Vec<f32>> = serde_json::from_value(want["logits"].clone()).unwrap();
+    let flat: Vec<f32> = rows.concat();
+    let theirs = Tensor::from_slice(&flat).view([ids.len() as i64, -1]);
+    let diff = (our_logits(&model, &ids) - theirs)
+        .abs()
+        .max()
+        .double_value(&[]);
+    println!("PEFT adapter (all-linear, rsLoRA): max |logit difference| {diff:.2e}");
+    assert!(diff < TOLERANCE, "max logit difference {diff}");
 }

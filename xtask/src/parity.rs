@@ -1,6 +1,6 @@
 //! `cargo xtask parity`: checks the Llama-family decoder against Hugging Face transformers.
 //!
-//! Makes a venv in `.venv-parity/` with pinned torch, transformers, gguf and accelerate (about
+//! Makes a venv in `.venv-parity/` with pinned torch, transformers, gguf, accelerate and peft (about
 //! 4.9 GB on disk the first time; a stamp makes re-runs instant), then runs the ignored tests of
 //! `agentrl-policy/tests/hf_parity.rs` with `AGENTRL_PARITY_PYTHON` pointing at it. The SmolLM2
 //! GGUF test runs when `AGENTRL_SMOLLM2_GGUF` names the file, and is skipped otherwise.
@@ -12,11 +12,12 @@ use std::process::Command;
 use crate::Result;
 
 /// The Python packages of the reference side, pinned to the versions the figures were taken with.
-pub const PACKAGES: [&str; 4] = [
+pub const PACKAGES: [&str; 5] = [
     "torch==2.13.0",
     "transformers==5.24.0",
     "gguf==0.19.0",
     "accelerate==1.15.0",
+    "peft==0.21.2",
 ];
 
 /// The venv's Python, made (or reused) under `root/.venv-parity`.

@@ -100,11 +100,25 @@ fn check_plain_lora(raw: &serde_json::Value, path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The module names of `target_modules`: the list as it is, `all-linear` as every projection
-/// of the decoder layers (PEFT leaves the output head out), and no other pattern.
+/// The projection names of `target_modules`: a list's entries by their last component (PEFT
+/// matches `q_proj` and `model.layers.0.self_attn.q_proj` alike, and saves `all-linear` as the
+/// full paths it resolved to; a layer the list leaves out shows as a missing adapter tensor
+/// when the weights load), `all-linear` itself as every projection of the decoder layers
+/// (PEFT leaves the output head out), and no other pattern.
 fn target_names(targets: TargetModules, path: &Path) -> Result<Vec<String>> {
     match targets {
-        TargetModules::Names(names) => Ok(names),
+        TargetModules::Names(names) => {
+            let mut short: Vec<String> = Vec::new();
+            for name in &names {
+                let last = name.rsplit('.').next().unwrap_or(name);
+                if !short.iter().any(|s| s == last) {
+                    short.push(last.to_string());
+                }
+            }
+            // In the decoder's order, so the same targets read the same however PEFT sorted them.
+            short.sort_by_key(|s| TARGET_MODULES.iter().position(|t| t == s));
+            Ok(short)
+        }
         TargetModules::Pattern(p) if p == "all-linear" => {
             Ok(TARGET_MODULES.iter().map(|s| s.to_string()).collect())
         }
