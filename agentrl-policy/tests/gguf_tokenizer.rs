@@ -161,14 +161,21 @@ fn each_known_pre_tokenizer_splits_as_its_model_does() {
             .map(|&id| tok.decode(&[id]).unwrap())
             .collect()
     };
-    let cases: [(Option<&str>, [&str; 4], [&str; 3]); 7] = [
+    let cases: [(Option<&str>, [&str; 4], [&str; 3]); 10] = [
         (None, ["12", "34", "", ""], ["'", "S", ""]),
         (Some("gpt-2"), ["12", "34", "", ""], ["'", "S", ""]),
         (Some("default"), ["12", "34", "", ""], ["'", "S", ""]),
         (Some("smollm"), ["1", "2", "3", "4"], ["'", "S", ""]),
         (Some("llama-bpe"), ["123", "4", "", ""], ["'S", "", ""]),
         (Some("llama3"), ["123", "4", "", ""], ["'S", "", ""]),
+        (Some("llama-v3"), ["123", "4", "", ""], ["'S", "", ""]),
+        (Some("falcon3"), ["123", "4", "", ""], ["'S", "", ""]),
         (Some("qwen2"), ["1", "2", "3", "4"], ["'S", "", ""]),
+        (
+            Some("deepseek-r1-qwen"),
+            ["1", "2", "3", "4"],
+            ["'S", "", ""],
+        ),
     ];
     for (pre, digits, contraction) in cases {
         let tok = HfTokenizer::from_gguf(&split_test_file(dir.path(), pre)).unwrap();
@@ -184,7 +191,11 @@ fn each_known_pre_tokenizer_splits_as_its_model_does() {
         want_contraction.extend(want(&contraction));
         assert_eq!(pieces(&tok, "it'S"), want_contraction, "pre {pre:?}");
         // Qwen2's tokenizer composes Unicode (NFC) first: e + U+0301 becomes é, two bytes.
-        let composed = if pre == Some("qwen2") { 2 } else { 3 };
+        let composed = if matches!(pre, Some("qwen2" | "deepseek-r1-qwen")) {
+            2
+        } else {
+            3
+        };
         assert_eq!(
             tok.encode("e\u{301}").unwrap().len(),
             composed,

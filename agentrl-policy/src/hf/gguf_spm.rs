@@ -16,6 +16,10 @@ use super::HfError;
 /// SentencePiece's word boundary, which stands for a space.
 const SPACE: &str = "\u{2581}";
 
+/// Pieces longer than this many bytes are not split into merges (real vocabularies stop far
+/// below it; it keeps a hostile file from costing time quadratic in one piece's length).
+const MAX_MERGED_PIECE_BYTES: usize = 256;
+
 /// The merges a SentencePiece BPE vocabulary implies: every split of a piece into two pieces
 /// of the vocabulary, ordered by the piece's score (highest first), then by the ids of the
 /// piece and of its two halves. This is the order in which SentencePiece would join them, and
@@ -23,6 +27,9 @@ const SPACE: &str = "\u{2581}";
 fn merges_by_score(tokens: &[String], vocab: &Vocab, scores: &[f32]) -> Vec<(String, String)> {
     let mut ranked: Vec<(f32, u32, u32, u32)> = Vec::new();
     for (id, piece) in tokens.iter().enumerate() {
+        if piece.len() > MAX_MERGED_PIECE_BYTES {
+            continue;
+        }
         for (at, _) in piece.char_indices().skip(1) {
             let (left, right) = piece.split_at(at);
             if let (Some(&l), Some(&r)) = (vocab.get(left), vocab.get(right)) {

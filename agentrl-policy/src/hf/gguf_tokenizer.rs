@@ -23,9 +23,9 @@ const TOKEN_TYPE_UNKNOWN: i64 = 2;
 const TOKEN_TYPE_CONTROL: i64 = 3;
 /// GGUF token type of user-defined tokens (added, but not special).
 const TOKEN_TYPE_USER_DEFINED: i64 = 4;
-/// The split pattern of Llama 3's tokenizer (`tokenizer.ggml.pre = "llama-bpe"`): numbers in
-/// groups of up to three digits, contractions in any case, a letter run with one leading
-/// non-letter.
+/// The split pattern of Llama 3's tokenizer (`tokenizer.ggml.pre = "llama-bpe"`; Falcon 3 uses
+/// it too): numbers in groups of up to three digits, contractions in any case, a letter run
+/// with one leading non-letter.
 const LLAMA3_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// The split pattern of Qwen2's and Qwen3's tokenizer (`tokenizer.ggml.pre = "qwen2"`): as
@@ -34,14 +34,17 @@ const QWEN2_PATTERN: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{
 
 /// The `tokenizer.ggml.pre` values this rebuild knows (llama.cpp's names), each standing for
 /// the normaliser and pre-tokenizer of the model's own `tokenizer.json`.
-pub const GGUF_PRE_TOKENIZERS: [&str; 7] = [
+pub const GGUF_PRE_TOKENIZERS: [&str; 10] = [
     "default",
     "gpt-2",
     "smollm",
     "starcoder",
     "llama-bpe",
     "llama3",
+    "llama-v3",
+    "falcon3",
     "qwen2",
+    "deepseek-r1-qwen",
 ];
 
 /// The normaliser and pre-tokenizer that `tokenizer.ggml.pre` (absent: GPT-2's) stands for.
@@ -74,8 +77,11 @@ fn pre_tokenizer(
             ])
             .into(),
         ),
-        Some("llama-bpe" | "llama3") => (None, split_then_bytes(LLAMA3_PATTERN)?),
-        Some("qwen2") => (Some(NFC.into()), split_then_bytes(QWEN2_PATTERN)?),
+        Some("llama-bpe" | "llama3" | "llama-v3" | "falcon3") => {
+            (None, split_then_bytes(LLAMA3_PATTERN)?)
+        }
+        // DeepSeek-R1's distillations into Qwen2.5 keep Qwen's tokenizer.
+        Some("qwen2" | "deepseek-r1-qwen") => (Some(NFC.into()), split_then_bytes(QWEN2_PATTERN)?),
         Some(other) => {
             return Err(HfError::Tokenizer(format!(
                 "{path}: tokenizer.ggml.pre is {other:?}, whose split pattern this rebuild does \
