@@ -261,13 +261,17 @@ fn nibble_blocks(
     table: impl Fn(&[u8]) -> [f32; 16],
 ) {
     for (o, b) in out.chunks_exact_mut(32).zip(data.chunks_exact(block_bytes)) {
-        let table = table(b);
-        let (lo, hi) = o.split_at_mut(16);
-        let quants = &b[quants_at..quants_at + 16];
-        for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(quants) {
-            *l = table[usize::from(q & 0x0f)];
-            *h = table[usize::from(q >> 4)];
-        }
+        spread_nibbles(o, &b[quants_at..quants_at + 16], &table(b));
+    }
+}
+
+/// Writes 32 elements from 16 bytes of nibbles through `table`: low nibbles are elements
+/// 0..16, high nibbles 16..32.
+fn spread_nibbles(out: &mut [f32], quants: &[u8], table: &[f32; 16]) {
+    let (lo, hi) = out.split_at_mut(16);
+    for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(quants) {
+        *l = table[usize::from(q & 0x0f)];
+        *h = table[usize::from(q >> 4)];
     }
 }
 
@@ -309,11 +313,7 @@ fn iq4_xs(data: &[u8], out: &mut [f32]) {
             let low = (b[4 + sub / 2] >> (4 * (sub % 2))) & 0x0f;
             let high = ((scales_high >> (2 * sub)) & 3) as u8;
             let dl = d * (f32::from(low | (high << 4)) - 32.0);
-            let (lo, hi) = os.split_at_mut(16);
-            for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(qs) {
-                *l = dl * f32::from(IQ4_VALUES[usize::from(q & 0x0f)]);
-                *h = dl * f32::from(IQ4_VALUES[usize::from(q >> 4)]);
-            }
+            spread_nibbles(os, qs, &IQ4_VALUES.map(|v| dl * f32::from(v)));
         }
     }
 }
