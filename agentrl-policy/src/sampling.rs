@@ -18,11 +18,36 @@ pub fn sample_token(
     } else {
         1.0 / params.temperature
     };
-    let max = max_logit(logits);
     BLOCK_SUMS.with_borrow_mut(|blocks| {
-        let sum_exp = block_sums(logits, max, inv_t, blocks);
+        let (max, sum_exp) = vocabulary_passes(logits, inv_t, blocks);
         pick(logits, max, inv_t, sum_exp, blocks, params, rng)
     })
+}
+
+/// The two passes over the vocabulary: the largest logit, then the sum of the weights, with
+/// `blocks` receiving the sums of every [`DRAW_BLOCK`] ids. They run in AVX2 where the CPU has
+/// it; the arithmetic is the same lane for lane, so every CPU gets the same bits.
+fn vocabulary_passes(logits: &[f32], inv_t: f32, blocks: &mut Vec<f32>) -> (f32, f32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        return unsafe { vocabulary_passes_avx2(logits, inv_t, blocks) };
+    }
+    vocabulary_passes_portable(logits, inv_t, blocks)
+}
+
+/// [`vocabulary_passes`] in the instructions the build targets (SSE2 on x86-64).
+#[inline(always)]
+fn vocabulary_passes_portable(logits: &[f32], inv_t: f32, blocks: &mut Vec<f32>) -> (f32, f32) {
+    let max = max_logit(logits);
+    (max, block_sums(logits, max, inv_t, blocks))
+}
+
+/// [`vocabulary_passes`] compiled for AVX2: the eight lanes of each pass fill one register.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn vocabulary_passes_avx2(logits: &[f32], inv_t: f32, blocks: &mut Vec<f32>) -> (f32, f32) {
+    vocabulary_passes_portable(logits, inv_t, blocks)
 }
 
 /// [`sample_token`] once the largest logit, the sum of the weights and the sums of each
@@ -66,6 +91,7 @@ thread_local! {
 }
 
 /// The largest logit (NaNs are passed over, as `f32::max` does).
+#[inline(always)]
 fn max_logit(logits: &[f32]) -> f32 {
     let mut lanes = [f32::NEG_INFINITY; LANES];
     let chunks = logits.chunks_exact(LANES);
@@ -83,13 +109,20 @@ fn max_logit(logits: &[f32]) -> f32 {
 
 /// The sum of the weights `exp((l - max) * inv_t)` of `logits` (each at most 1); `blocks`
 /// receives the sum of every [`DRAW_BLOCK`] ids, in order.
+#[inline(always)]
 fn block_sums(logits: &[f32], max: f32, inv_t: f32, blocks: &mut Vec<f32>) -> f32 {
+    // A loop of its own, not `extend` with a closure: the closure would be compiled apart from
+    // the caller and miss its instruction set.
     blocks.clear();
-    blocks.extend(logits.chunks(DRAW_BLOCK).map(|b| exp_sum(b, max, inv_t)));
+    blocks.resize(logits.len().div_ceil(DRAW_BLOCK), 0.0);
+    for (sum, block) in blocks.iter_mut().zip(logits.chunks(DRAW_BLOCK)) {
+        *sum = exp_sum(block, max, inv_t);
+    }
     blocks.iter().sum()
 }
 
 /// The sum of the weights `exp((l - max) * inv_t)` of `logits`.
+#[inline(always)]
 fn exp_sum(logits: &[f32], max: f32, inv_t: f32) -> f32 {
     let mut lanes = [0.0f32; LANES];
     let chunks = logits.chunks_exact(LANES);
@@ -141,7 +174,8 @@ fn exp_nonpositive(x: f32) -> f32 {
     const LN2_HIGH: f32 = 0.693_359_4;
     const LN2_LOW: f32 = -2.121_944_4e-4;
     let x = x.clamp(-87.0, 0.0);
-    let n = (x * std::f32::consts::LOG2_E + ROUND) - ROUND;
+    let rounded = x * std::f32::consts::LOG2_E + ROUND;
+    let n = rounded - ROUND;
     let r = x - n * LN2_HIGH - n * LN2_LOW;
     let mut p = 1.0 / 5040.0;
     p = p * r + 1.0 / 720.0;
@@ -151,8 +185,11 @@ fn exp_nonpositive(x: f32) -> f32 {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    // 2^n from its exponent bits; n is in -126..=0.
-    let two_to_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n from its exponent bits; n is in -126..=0. `rounded` is 1.5 * 2^23 + n, where one
+    // unit is one step of the mantissa, so n is the difference of the bit patterns (`n as i32`
+    // would be a saturating conversion, one element at a time).
+    let n_bits = rounded.to_bits().wrapping_sub(ROUND.to_bits()) as i32;
+    let two_to_n = f32::from_bits(((n_bits + 127) as u32) << 23);
     p * two_to_n
 }
 
@@ -285,6 +322,26 @@ mod tests {
                 (sum - plain).abs() / plain < 1e-6,
                 "{len}: {sum} vs {plain}"
             );
+        }
+    }
+
+    #[test]
+    fn every_instruction_set_gives_the_same_bits() {
+        for len in [1usize, 9, 64, 100, 49_152] {
+            let logits: Vec<f32> = (0..len)
+                .map(|i| ((i * 7919 % 1009) as f32) * 0.021 - 12.0)
+                .collect();
+            for inv_t in [1.0, 1.0 / 0.7] {
+                let (mut portable, mut dispatched) = (Vec::new(), Vec::new());
+                let a = vocabulary_passes_portable(&logits, inv_t, &mut portable);
+                let b = vocabulary_passes(&logits, inv_t, &mut dispatched);
+                assert_eq!(
+                    (a.0.to_bits(), a.1.to_bits()),
+                    (b.0.to_bits(), b.1.to_bits())
+                );
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&portable), bits(&dispatched), "{len} ids");
+            }
         }
     }
 
