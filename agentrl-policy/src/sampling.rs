@@ -212,7 +212,8 @@ const FIRST_CANDIDATES: usize = 64;
 ///
 /// The candidates come from partial selection, not a sort of the vocabulary: the best 64 ids
 /// (or the top-k) are selected and sorted, and only when 64 ids hold less than `top_p` of the
-/// mass are the rest sorted too.
+/// mass are the rest sorted too. The top-k are selected from [`candidates`], not from every
+/// id.
 fn sample_filtered(
     logits: &[f32],
     max: f32,
@@ -229,7 +230,18 @@ fn sample_filtered(
     } else {
         vocab
     };
-    let mut ids: Vec<u32> = (0..vocab as u32).collect();
+    let mut take = if params.top_p < 1.0 {
+        FIRST_CANDIDATES.min(limit)
+    } else {
+        limit
+    };
+    // With top-k, `ids` become the top-k ids (chosen among fewer candidates than the whole
+    // vocabulary); without, every id.
+    let mut ids = if limit < vocab {
+        candidates(logits, max, limit)
+    } else {
+        (0..vocab as u32).collect()
+    };
     // The top-k mass is the denominator of top-p's shares; without top-k it is the whole
     // vocabulary's, `sum_exp`.
     let total: f32 = if limit < vocab {
@@ -238,11 +250,6 @@ fn sample_filtered(
         ids.iter().map(|&id| weight(id)).sum::<f32>()
     } else {
         sum_exp
-    };
-    let mut take = if params.top_p < 1.0 {
-        FIRST_CANDIDATES.min(limit)
-    } else {
-        limit
     };
     loop {
         if take < ids.len() {
@@ -279,6 +286,28 @@ fn sample_filtered(
             }
         }
         return ids[keep - 1] as usize;
+    }
+}
+
+/// How far below the largest logit [`candidates`] looks, nearest first.
+const CANDIDATE_GAPS: [f32; 8] = [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+
+/// Ids that hold the `want` largest logits: those within the nearest of [`CANDIDATE_GAPS`]
+/// below `max` that holds at least `want` ids (counted for every gap in one pass, in vector
+/// registers), or every id when none does. NaN logits are never within a gap.
+fn candidates(logits: &[f32], max: f32, want: usize) -> Vec<u32> {
+    let thresholds = CANDIDATE_GAPS.map(|gap| max - gap);
+    let mut counts = [0u32; CANDIDATE_GAPS.len()];
+    for &l in logits {
+        for (count, &threshold) in counts.iter_mut().zip(&thresholds) {
+            *count += u32::from(l >= threshold);
+        }
+    }
+    match counts.iter().position(|&c| c as usize >= want) {
+        Some(g) => (0..logits.len() as u32)
+            .filter(|&id| logits[id as usize] >= thresholds[g])
+            .collect(),
+        None => (0..logits.len() as u32).collect(),
     }
 }
 
