@@ -23,7 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use agentrl_core::{Error, Result, SeededRng};
+use agentrl_core::{Error, Result, SeededRng, TokenId};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
@@ -477,10 +477,12 @@ impl<M: PolicyModel> Engine<M> {
         let logits = self.forward(&slots, &ids, &at, &at, &vec![0; b], shape)?;
         self.stats.decode_steps += 1;
         let vocab = self.model.vocab_size();
+        let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
+        let draws = draw_tokens(&mut self.running, &order, &logits, vocab, threads);
         let mut finished = Vec::new();
-        for (r, &i) in order.iter().enumerate() {
+        for (&i, draw) in order.iter().zip(draws) {
             self.running[i].cached += 1;
-            if self.sample(i, &logits[r * vocab..(r + 1) * vocab]) {
+            if self.accept(i, draw) {
                 finished.push(i);
             }
         }
@@ -525,10 +527,17 @@ impl<M: PolicyModel> Engine<M> {
 
     /// Samples row `i`'s next token from its `logits`; true when the row is finished.
     fn sample(&mut self, i: usize, logits: &[f32]) -> bool {
+        let row = &mut self.running[i];
+        let draw = sample_token(logits, &row.params, &mut row.rng);
+        self.accept(i, draw)
+    }
+
+    /// Appends a sampled `(id, logprob)` to row `i` and streams it; true when the row is
+    /// finished.
+    fn accept(&mut self, i: usize, (id, logprob): (TokenId, f32)) -> bool {
         let context = self.model.context_len();
         let detokenizer = self.detokenizer.as_ref();
         let row = &mut self.running[i];
-        let (id, logprob) = sample_token(logits, &row.params, &mut row.rng);
         self.stats.generated_tokens += 1;
         if let Some(job) = self.jobs.get(&row.job) {
             job.stream(row.index, id, logprob);
@@ -665,4 +674,114 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .cloned()
         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// Logits in a decode step from which sampling is split over the libtorch threads (about
+/// 0.4 ms of sampling on one core, several times the cost of starting a thread).
+const PARALLEL_SAMPLING_LOGITS: usize = 1 << 19;
+
+/// Samples the next token of the rows `running[order[r]]` from row `r` of `logits`
+/// (`vocab` values each), in `order`. Each row draws from its own random stream, so the tokens
+/// are the same however the rows are split; a large step is split over `threads` threads (the
+/// libtorch threads, idle while the policy thread samples).
+fn draw_tokens(
+    running: &mut [Row],
+    order: &[usize],
+    logits: &[f32],
+    vocab: usize,
+    threads: usize,
+) -> Vec<(TokenId, f32)> {
+    let mut position = vec![usize::MAX; running.len()];
+    for (r, &i) in order.iter().enumerate() {
+        position[i] = r;
+    }
+    let mut rows: Vec<(usize, &mut Row)> = running
+        .iter_mut()
+        .enumerate()
+        .filter(|(i, _)| position[*i] != usize::MAX)
+        .map(|(i, row)| (position[i], row))
+        .collect();
+    rows.sort_unstable_by_key(|(r, _)| *r);
+    let mut draws = vec![(0, 0.0); rows.len()];
+    let sample_all = |rows: &mut [(usize, &mut Row)], draws: &mut [(TokenId, f32)]| {
+        for ((r, row), draw) in rows.iter_mut().zip(draws) {
+            let row_logits = &logits[*r * vocab..(*r + 1) * vocab];
+            *draw = sample_token(row_logits, &row.params, &mut row.rng);
+        }
+    };
+    if threads <= 1 || rows.len() * vocab < PARALLEL_SAMPLING_LOGITS {
+        sample_all(&mut rows, &mut draws);
+        return draws;
+    }
+    let per_thread = rows.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut parts = rows
+            .chunks_mut(per_thread)
+            .zip(draws.chunks_mut(per_thread));
+        let first = parts.next();
+        for (rows, draws) in parts {
+            scope.spawn(move || sample_all(rows, draws));
+        }
+        if let Some((rows, draws)) = first {
+            sample_all(rows, draws);
+        }
+    });
+    draws
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentrl_core::{GenerationRequest, SamplingParams};
+
+    #[test]
+    fn a_step_split_over_threads_samples_what_one_thread_does() {
+        let (rows, vocab) = (16, 40_000);
+        assert!(rows * vocab >= PARALLEL_SAMPLING_LOGITS);
+        let logits: Vec<f32> = (0..rows * vocab)
+            .map(|i| (i * 7_919 % 10_007) as f32 * 1e-3)
+            .collect();
+        // Plain, top-p and greedy rows, each with its own seed.
+        let params = |r: usize| SamplingParams {
+            temperature: if r % 3 == 2 { 0.0 } else { 1.0 },
+            top_p: if r % 3 == 1 { 0.9 } else { 1.0 },
+            max_new_tokens: 4,
+            ..Default::default()
+        };
+        let fresh = || -> Vec<Row> {
+            (0..rows)
+                .map(|r| {
+                    let request = GenerationRequest::new(vec![1], params(r));
+                    Row::new(0, r, request, SeededRng::new(r as u64))
+                })
+                .collect()
+        };
+        // Running row `order[r]` samples from logits row `r`.
+        let order: Vec<usize> = (0..rows).map(|r| (r * 5 + 3) % rows).collect();
+        let mut one = fresh();
+        let want: Vec<_> = order
+            .iter()
+            .enumerate()
+            .map(|(r, &i)| {
+                let row = &mut one[i];
+                sample_token(
+                    &logits[r * vocab..(r + 1) * vocab],
+                    &row.params,
+                    &mut row.rng,
+                )
+            })
+            .collect();
+        for threads in [1, 2, 3] {
+            let mut running = fresh();
+            let got = draw_tokens(&mut running, &order, &logits, vocab, threads);
+            assert_eq!(got, want, "{threads} threads");
+            // Each row's stream moved on as it does on one thread.
+            for (a, b) in running.iter_mut().zip(one.iter_mut()) {
+                assert_eq!(
+                    a.rng.next_f64().to_bits(),
+                    b.rng.clone().next_f64().to_bits()
+                );
+            }
+        }
+    }
 }
