@@ -161,6 +161,42 @@ fn draw(logits: &[f32], max: f32, inv_t: f32, blocks: &[f32], mut target: f32) -
     logits.len() - 1
 }
 
+/// The entropy `-Σ e^l · l` of a row of log-probabilities (each at most 0; a rounding above 0
+/// counts as 0), in one pass of eight-lane sums, in AVX2 where the CPU has it.
+pub fn entropy_of_logprobs(logp: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        return unsafe { entropy_avx2(logp) };
+    }
+    entropy_portable(logp)
+}
+
+/// [`entropy_of_logprobs`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn entropy_avx2(logp: &[f32]) -> f32 {
+    entropy_portable(logp)
+}
+
+/// [`entropy_of_logprobs`] in the instructions the build targets.
+#[inline(always)]
+fn entropy_portable(logp: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    let chunks = logp.chunks_exact(LANES);
+    let tail: f32 = chunks
+        .remainder()
+        .iter()
+        .map(|&l| exp_nonpositive(l) * l)
+        .sum();
+    for chunk in chunks {
+        for (sum, &l) in lanes.iter_mut().zip(chunk) {
+            *sum += exp_nonpositive(l) * l;
+        }
+    }
+    -(lanes.iter().sum::<f32>() + tail)
+}
+
 /// `e^x` for `x <= 0` (larger `x` is taken as 0, below -87 as -87, about the smallest normal
 /// f32), within about 2e-7 of the exact value relative to it, in plain arithmetic the compiler
 /// vectorises (the standard library's `exp` is one call per element). `e^x = 2^n e^r` with `n`
@@ -372,6 +408,24 @@ mod tests {
                 assert_eq!(bits(&portable), bits(&dispatched), "{len} ids");
             }
         }
+    }
+
+    #[test]
+    fn entropy_of_logprobs_agrees_with_the_plain_sum() {
+        for len in [1usize, 7, 64, 49_152] {
+            let logits: Vec<f64> = (0..len).map(|i| ((i * 37 % 101) as f64) * 0.09).collect();
+            let lse = logits.iter().map(|l| l.exp()).sum::<f64>().ln();
+            let logp: Vec<f64> = logits.iter().map(|l| l - lse).collect();
+            let plain: f64 = -logp.iter().map(|l| l.exp() * l).sum::<f64>();
+            let single: Vec<f32> = logp.iter().map(|&l| l as f32).collect();
+            let got = f64::from(entropy_of_logprobs(&single));
+            assert!(
+                (got - plain).abs() <= 1e-5 * plain.max(1.0),
+                "{len}: {got} vs {plain}"
+            );
+        }
+        // A certain outcome has no entropy (to within e^-87, where the exponential stops).
+        assert!(entropy_of_logprobs(&[0.0, -1000.0]).abs() < 1e-30);
     }
 
     #[test]
