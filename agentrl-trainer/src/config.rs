@@ -303,6 +303,10 @@ pub struct SftConfig {
     pub batch_size: usize,
     /// Peak learning rate (cosine decay to 10%).
     pub lr: f64,
+    /// Steps over which the learning rate rises linearly from `lr / warmup_steps` to `lr`
+    /// before its cosine decay over the remaining steps (default 0: decay from the first step).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup_steps: usize,
     /// How the per-token cross-entropy is reduced: `token-mean` (default; every token weighs
     /// the same, so envs with long episodes dominate a mixture) or `seq-mean-token-mean` (every
     /// demonstration weighs the same, whatever its length).
@@ -791,6 +795,23 @@ fn default_clip() -> f64 {
 }
 
 /// Serde's `skip_serializing_if` for [`SftConfig::loss_agg`]: the default is left out.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl SftConfig {
+    /// The learning rate of SFT step `step` (from 0): the linear warmup over `warmup_steps`,
+    /// then a cosine from `lr` down to a tenth of it at the last step.
+    pub fn lr_at(&self, step: usize) -> f64 {
+        if step < self.warmup_steps {
+            return self.lr * (step + 1) as f64 / self.warmup_steps as f64;
+        }
+        let decay_steps = self.steps.saturating_sub(self.warmup_steps).max(1);
+        let progress = (step - self.warmup_steps) as f64 / decay_steps as f64;
+        self.lr * (0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos()))
+    }
+}
+
 fn is_token_mean(agg: &LossAgg) -> bool {
     *agg == LossAgg::TokenMean
 }
@@ -1172,6 +1193,12 @@ impl RunConfig {
         let mut rates = vec![("rl.lr", rl.lr)];
         if let Some(sft) = &self.sft {
             rates.push(("sft.lr", sft.lr));
+            if sft.warmup_steps > sft.steps {
+                return Err(format!(
+                    "sft.warmup_steps ({}) must not exceed sft.steps ({})",
+                    sft.warmup_steps, sft.steps
+                ));
+            }
             if sft.loss_agg == LossAgg::SeqMeanTokenSumNorm {
                 return Err(
                     "sft.loss_agg must be \"token-mean\" or \"seq-mean-token-mean\" \

@@ -303,9 +303,7 @@ impl Run {
         let t0 = Instant::now();
         let mut non_finite_skipped = 0usize;
         for step in 0..cfg.steps {
-            let progress_frac = step as f64 / cfg.steps.max(1) as f64;
-            let lr =
-                cfg.lr * (0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * progress_frac).cos()));
+            let lr = cfg.lr_at(step);
             learner.set_lr(lr);
             let batch: Vec<&Trajectory> = (0..cfg.batch_size)
                 .map(|_| usable[(rng.next_u64() % usable.len() as u64) as usize])

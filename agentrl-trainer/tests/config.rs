@@ -86,6 +86,7 @@ fn bad_configs_name_the_problem() {
             set(base, "pipeline", "deterministic", "true"),
             "pipeline.deterministic",
         ),
+        (set(base, "sft", "warmup_steps", "100000"), "sft.warmup_steps"),
     ];
     for (text, needle) in cases {
         let err = RunConfig::from_toml_str(&text, "demo.toml")
@@ -292,4 +293,31 @@ fn a_config_can_start_from_a_base() {
     );
     let err = RunConfig::load(&bad_key).unwrap_err().to_string();
     assert!(err.contains("bogus") && err.contains("bad.toml"), "{err}");
+}
+
+#[test]
+fn the_sft_learning_rate_warms_up_then_decays_to_a_tenth() {
+    let base = include_str!("../../configs/demo.toml");
+    let with = |warmup: &str| {
+        let text = set(&set(base, "sft", "steps", "100"), "sft", "warmup_steps", warmup);
+        let cfg = RunConfig::from_toml_str(&text, "demo.toml").unwrap();
+        cfg.sft.expect("the demo has [sft]")
+    };
+    let plain = with("0");
+    let peak = plain.lr;
+    // Without warmup: the cosine from the first step, as before the option existed.
+    for step in [0usize, 37, 99] {
+        let progress = step as f64 / 100.0;
+        let cosine = peak * (0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos()));
+        assert_eq!(plain.lr_at(step).to_bits(), cosine.to_bits(), "step {step}");
+    }
+    let warm = with("10");
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    assert!(close(warm.lr_at(0), peak / 10.0));
+    assert!(close(warm.lr_at(4), peak / 2.0));
+    assert!(close(warm.lr_at(9), peak));
+    assert!(close(warm.lr_at(10), peak), "the decay starts at the peak");
+    let last = warm.lr_at(99);
+    assert!(last > 0.1 * peak && last < 0.11 * peak, "{last}");
+    assert!(close(warm.lr_at(55), 0.55 * peak), "halfway through the decay");
 }
