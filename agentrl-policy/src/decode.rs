@@ -516,20 +516,27 @@ fn row_entropies(logp: &Tensor) -> Option<Tensor> {
         fill(values, &mut out);
     } else {
         let per_thread = rows.div_ceil(threads);
-        std::thread::scope(|scope| {
-            let mut parts = values
-                .chunks(per_thread * vocab)
-                .zip(out.chunks_mut(per_thread));
-            let first = parts.next();
-            for (values, out) in parts {
-                scope.spawn(move || fill(values, out));
-            }
-            if let Some((values, out)) = first {
-                fill(values, out);
-            }
-        });
+        let parts = values
+            .chunks(per_thread * vocab)
+            .zip(out.chunks_mut(per_thread));
+        on_threads(parts, |(values, out)| fill(values, out));
     }
     Some(Tensor::from_slice(&out))
+}
+
+/// Runs `work` on every part, each part but the first on a thread of its own (the calling
+/// thread takes the first), and returns when all are done.
+pub(crate) fn on_threads<P: Send>(mut parts: impl Iterator<Item = P>, work: impl Fn(P) + Sync) {
+    let first = parts.next();
+    std::thread::scope(|scope| {
+        for part in parts {
+            let work = &work;
+            scope.spawn(move || work(part));
+        }
+        if let Some(part) = first {
+            work(part);
+        }
+    });
 }
 
 /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given `logits` `[B, T-1, V]` computed over

@@ -86,7 +86,10 @@ fn bad_configs_name_the_problem() {
             set(base, "pipeline", "deterministic", "true"),
             "pipeline.deterministic",
         ),
-        (set(base, "sft", "warmup_steps", "100000"), "sft.warmup_steps"),
+        (
+            set(base, "sft", "warmup_steps", "100000"),
+            "sft.warmup_steps",
+        ),
     ];
     for (text, needle) in cases {
         let err = RunConfig::from_toml_str(&text, "demo.toml")
@@ -299,7 +302,12 @@ fn a_config_can_start_from_a_base() {
 fn the_sft_learning_rate_warms_up_then_decays_to_a_tenth() {
     let base = include_str!("../../configs/demo.toml");
     let with = |warmup: &str| {
-        let text = set(&set(base, "sft", "steps", "100"), "sft", "warmup_steps", warmup);
+        let text = set(
+            &set(base, "sft", "steps", "100"),
+            "sft",
+            "warmup_steps",
+            warmup,
+        );
         let cfg = RunConfig::from_toml_str(&text, "demo.toml").unwrap();
         cfg.sft.expect("the demo has [sft]")
     };
@@ -319,5 +327,8 @@ fn the_sft_learning_rate_warms_up_then_decays_to_a_tenth() {
     assert!(close(warm.lr_at(10), peak), "the decay starts at the peak");
     let last = warm.lr_at(99);
     assert!(last > 0.1 * peak && last < 0.11 * peak, "{last}");
-    assert!(close(warm.lr_at(55), 0.55 * peak), "halfway through the decay");
+    assert!(
+        close(warm.lr_at(55), 0.55 * peak),
+        "halfway through the decay"
+    );
 }

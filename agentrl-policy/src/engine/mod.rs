@@ -27,7 +27,7 @@ use agentrl_core::{Error, Result, SeededRng, TokenId};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use crate::decode::{Detokenizer, MASKED, PolicyModel, check_request, push_token};
+use crate::decode::{Detokenizer, MASKED, PolicyModel, check_request, on_threads, push_token};
 use crate::sampling::sample_token;
 pub(crate) use jobs::Job;
 pub use jobs::StreamedToken;
@@ -714,18 +714,10 @@ fn draw_tokens(
         return draws;
     }
     let per_thread = rows.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut parts = rows
-            .chunks_mut(per_thread)
-            .zip(draws.chunks_mut(per_thread));
-        let first = parts.next();
-        for (rows, draws) in parts {
-            scope.spawn(move || sample_all(rows, draws));
-        }
-        if let Some((rows, draws)) = first {
-            sample_all(rows, draws);
-        }
-    });
+    let parts = rows
+        .chunks_mut(per_thread)
+        .zip(draws.chunks_mut(per_thread));
+    on_threads(parts, |(rows, draws)| sample_all(rows, draws));
     draws
 }
 
