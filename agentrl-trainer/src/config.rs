@@ -319,6 +319,19 @@ pub struct SftConfig {
     pub demonstrator: DemonstratorKnobs,
 }
 
+impl SftConfig {
+    /// The learning rate of SFT step `step` (from 0): the linear warmup over `warmup_steps`,
+    /// then a cosine from `lr` down to a tenth of it at the last step.
+    pub fn lr_at(&self, step: usize) -> f64 {
+        if step < self.warmup_steps {
+            return self.lr * (step + 1) as f64 / self.warmup_steps as f64;
+        }
+        let decay_steps = self.steps.saturating_sub(self.warmup_steps).max(1);
+        let progress = (step - self.warmup_steps) as f64 / decay_steps as f64;
+        self.lr * (0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos()))
+    }
+}
+
 /// The RL algorithm and its hyper-parameters.
 ///
 /// In TOML the sampling and advantage settings are flat keys of `[rl]` (`temperature`,
@@ -794,24 +807,12 @@ fn default_clip() -> f64 {
     0.2
 }
 
-/// Serde's `skip_serializing_if` for [`SftConfig::loss_agg`]: the default is left out.
+/// Serde's `skip_serializing_if` for [`SftConfig::warmup_steps`]: no warmup is left out.
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-impl SftConfig {
-    /// The learning rate of SFT step `step` (from 0): the linear warmup over `warmup_steps`,
-    /// then a cosine from `lr` down to a tenth of it at the last step.
-    pub fn lr_at(&self, step: usize) -> f64 {
-        if step < self.warmup_steps {
-            return self.lr * (step + 1) as f64 / self.warmup_steps as f64;
-        }
-        let decay_steps = self.steps.saturating_sub(self.warmup_steps).max(1);
-        let progress = (step - self.warmup_steps) as f64 / decay_steps as f64;
-        self.lr * (0.1 + 0.9 * 0.5 * (1.0 + (std::f64::consts::PI * progress).cos()))
-    }
-}
-
+/// Serde's `skip_serializing_if` for [`SftConfig::loss_agg`]: the default is left out.
 fn is_token_mean(agg: &LossAgg) -> bool {
     *agg == LossAgg::TokenMean
 }
