@@ -1,12 +1,15 @@
 //! `agentrl compare`: one Markdown table over the finished demo runs in a folder — held-out
 //! success after RL per env and overall, its change from SFT, RL time and throughput — with
-//! the seeds of a variant (run folders `NAME-seedN`) as mean ± standard deviation. It is how
-//! `cargo xtask ablation` reports.
+//! the seeds of a variant (run folders `NAME-seedN`) as mean ± standard deviation. With a
+//! baseline variant, a second table gives each variant's difference from it seed by seed
+//! (paired: the variants of one seed start from the same SFT weights, so the seed's own luck
+//! cancels out). It is how `cargo xtask ablation` reports.
 //!
 //! ```no_run
 //! use agentrl_trainer::compare::{CompareArgs, compare};
 //!
-//! compare(&CompareArgs { runs: "runs/ablation".into() }, &mut std::io::stdout())?;
+//! let args = CompareArgs { runs: "runs/ablation".into(), baseline: Some("agentrl".into()) };
+//! compare(&args, &mut std::io::stdout())?;
 //! # Ok::<(), agentrl_core::Error>(())
 //! ```
 
@@ -24,6 +27,10 @@ use crate::metrics::read_metrics;
 pub struct CompareArgs {
     /// Folder whose subfolders are runs with a `summary.json` (as `agentrl demo` writes).
     pub runs: PathBuf,
+    /// A variant to compare the others with seed by seed (a second table of paired
+    /// differences in held-out success after RL).
+    #[arg(long)]
+    pub baseline: Option<String>,
 }
 
 /// One finished run, as the table needs it.
@@ -82,11 +89,17 @@ impl RunResult {
 
 /// The variant a run folder belongs to: its name without a trailing `-seedN`.
 pub fn variant_of(run_name: &str) -> &str {
+    split_seed(run_name).0
+}
+
+/// A run folder's name as (variant, seed): `NAME-seedN` gives `(NAME, Some(N))`, any other
+/// name itself and `None`.
+fn split_seed(run_name: &str) -> (&str, Option<u64>) {
     match run_name.rsplit_once("-seed") {
         Some((variant, seed)) if !seed.is_empty() && seed.bytes().all(|b| b.is_ascii_digit()) => {
-            variant
+            (variant, seed.parse().ok())
         }
-        _ => run_name,
+        _ => (run_name, None),
     }
 }
 
@@ -142,8 +155,92 @@ pub fn table(runs: &[(String, RunResult)]) -> String {
     out
 }
 
+/// The Markdown table of each variant's difference from `baseline` in held-out success after
+/// RL, per env and overall, over the seeds both have (runs named `NAME-seedN`): mean ± std of
+/// the per-seed differences, then the overall difference of each seed. A variant with no seed
+/// in common with the baseline gets no row; an error when `baseline` has no seeded run.
+pub fn paired_table(runs: &[(String, RunResult)], baseline: &str) -> Result<String> {
+    let mut by_variant: BTreeMap<&str, BTreeMap<u64, &RunResult>> = BTreeMap::new();
+    for (name, result) in runs {
+        if let (variant, Some(seed)) = split_seed(name) {
+            by_variant.entry(variant).or_default().insert(seed, result);
+        }
+    }
+    let Some(base) = by_variant.remove(baseline) else {
+        let known: Vec<&str> = by_variant.keys().copied().collect();
+        return Err(Error::Config(format!(
+            "baseline `{baseline}` has no run named `{baseline}-seedN` (variants with seeds: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        )));
+    };
+    let mut envs: Vec<&str> = base
+        .values()
+        .flat_map(|r| r.per_task.keys().map(String::as_str))
+        .collect();
+    envs.sort_unstable();
+    envs.dedup();
+    let mut out = format!("| variant − {baseline} | seeds |");
+    for env in &envs {
+        out.push_str(&format!(" {env} |"));
+    }
+    out.push_str(" all envs | all envs per seed |\n|---|---:|");
+    out.push_str(&"---:|".repeat(envs.len() + 1));
+    out.push_str("---|\n");
+    for (variant, seeds) in &by_variant {
+        let pairs: Vec<(u64, &RunResult, &RunResult)> = seeds
+            .iter()
+            .filter_map(|(seed, run)| base.get(seed).map(|b| (*seed, *run, *b)))
+            .collect();
+        if pairs.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("| {variant} | {} |", pairs.len()));
+        for env in &envs {
+            let differences: Vec<f64> = pairs
+                .iter()
+                .filter_map(|(_, run, b)| Some(run.per_task.get(*env)?.1 - b.per_task.get(*env)?.1))
+                .collect();
+            out.push_str(&format!(" {} |", signed_mean_std(&differences)));
+        }
+        let overall: Vec<f64> = pairs
+            .iter()
+            .map(|(_, run, b)| run.after_rl - b.after_rl)
+            .collect();
+        let per_seed: Vec<String> = pairs
+            .iter()
+            .zip(&overall)
+            .map(|((seed, _, _), d)| format!("{seed}: {}", signed_mean_std(&[*d])))
+            .collect();
+        out.push_str(&format!(
+            " {} | {} |\n",
+            signed_mean_std(&overall),
+            per_seed.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+/// [`mean_std`] of differences, with the mean's sign always written (`+0.000` for a mean that
+/// rounds to zero); `–` when there are none.
+fn signed_mean_std(values: &[f64]) -> String {
+    if values.is_empty() {
+        return "–".to_string();
+    }
+    let text = mean_std(values, 3);
+    match text.strip_prefix('-') {
+        Some(rest) if rest.starts_with("0.000") => format!("+{rest}"),
+        Some(_) => text,
+        None => format!("+{text}"),
+    }
+}
+
 /// Reads every run under `args.runs` that has a `summary.json` (others are skipped with a
-/// note on stderr) and writes the table to `out`.
+/// note on stderr) and writes the table to `out`, then the paired table when `args.baseline`
+/// is set.
 pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
     let dir = &args.runs;
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io("reading", dir, e))?;
@@ -169,7 +266,12 @@ pub fn compare(args: &CompareArgs, out: &mut dyn Write) -> Result<()> {
         )));
     }
     runs.sort_by(|a, b| a.0.cmp(&b.0));
-    write!(out, "{}", table(&runs)).map_err(|e| Error::io("writing the table of", dir, e))
+    let mut text = table(&runs);
+    if let Some(baseline) = &args.baseline {
+        text.push('\n');
+        text.push_str(&paired_table(&runs, baseline)?);
+    }
+    write!(out, "{text}").map_err(|e| Error::io("writing the table of", dir, e))
 }
 
 #[cfg(test)]
@@ -216,5 +318,37 @@ mod tests {
             lines[3],
             "| sync | 1 | 0.400 | 0.600 | 0.500 | 0.200 | 100 | 50 |"
         );
+    }
+
+    #[test]
+    fn variants_are_compared_with_the_baseline_seed_by_seed() {
+        let runs = vec![
+            ("base-seed0".to_string(), result(0.5, 0.7, 0.2)),
+            ("base-seed1".to_string(), result(0.7, 0.9, 0.2)),
+            ("base-seed2".to_string(), result(0.1, 0.1, 0.1)),
+            ("other-seed0".to_string(), result(0.6, 0.7, 0.2)),
+            ("other-seed1".to_string(), result(0.5, 0.9, 0.2)),
+            ("unpaired-seed7".to_string(), result(0.9, 0.9, 0.2)),
+            ("seedless".to_string(), result(0.9, 0.9, 0.2)),
+        ];
+        let table = paired_table(&runs, "base").unwrap();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| variant − base | seeds | a | b | all envs | all envs per seed |"
+        );
+        assert_eq!(lines[1], "|---|---:|---:|---:|---:|---|");
+        // Seed 0: a +0.1, b 0, all +0.05; seed 1: a -0.2, b 0, all -0.1; seed 2 is the
+        // baseline's alone and `unpaired` shares no seed with it.
+        assert_eq!(
+            lines[2],
+            "| other | 2 | -0.050 ± 0.150 | +0.000 ± 0.000 | -0.025 ± 0.075 | 0: +0.050, 1: -0.100 |"
+        );
+        assert_eq!(lines.len(), 3);
+        assert_eq!(signed_mean_std(&[0.175 - 0.17500000000000002]), "+0.000");
+        assert_eq!(signed_mean_std(&[]), "–");
+        let error = paired_table(&runs, "missing").unwrap_err().to_string();
+        assert!(error.contains("`missing`"), "{error}");
+        assert!(error.contains("base, other, unpaired"), "{error}");
     }
 }

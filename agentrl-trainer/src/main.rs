@@ -35,7 +35,8 @@ enum Command {
     /// of each turn) from a trajectories JSONL file.
     Show(agentrl_trainer::show::ShowArgs),
     /// One Markdown table of the finished demo runs in a folder (per-env held-out success
-    /// after RL, change from SFT, RL time, throughput; seeds `NAME-seedN` as mean ± std).
+    /// after RL, change from SFT, RL time, throughput; seeds `NAME-seedN` as mean ± std), and
+    /// with `--baseline NAME` each variant's difference from NAME seed by seed.
     Compare(agentrl_trainer::compare::CompareArgs),
     /// Serves a web dashboard of the runs in a folder (status, live learning curves, evals,
     /// an episode browser) on 127.0.0.1:8050 until Ctrl-C.

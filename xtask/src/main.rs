@@ -45,9 +45,10 @@ commands:
   ablation [--seeds N | --seed K]
                         every configs/ablation/*.toml (variants of the multi-task run) for
                         seeds 0..N (default 3), or seed K alone, into runs/ablation/, then
-                        the table of `agentrl compare` (of every run there) in
-                        runs/ablation/table.md; each seed's SFT runs once and the other
-                        variants start from it (`--sft-from`)
+                        the tables of `agentrl compare --baseline FIRST` (of every run
+                        there; the second: each variant minus the first, seed by seed) in
+                        runs/ablation/table.md; each seed's SFT runs once, in the first
+                        variant, and the others start from it (`--sft-from`)
   bench [args...]       setup, then `cargo bench --workspace [args...]`
   bench --vs-trl [--rounds N] [--steps N] [--model smollm2|tiny]... [--bf16]
                         the identical GRPO job (4 prompts x 8 generations, 48 new tokens) by
@@ -325,7 +326,8 @@ fn build_agentrl_as(root: &Path, build: Build) -> Result<PathBuf> {
 /// `cargo xtask ablation [--seeds N | --seed K]`: every config in `configs/ablation/` (each a
 /// variant of the multi-task run) for seeds `0..N` (default 3), or seed K alone, into
 /// `runs/ablation/NAME-seedK`, then
-/// `agentrl compare` writes the table to `runs/ablation/table.md` and prints it. Each seed's
+/// `agentrl compare --baseline FIRST` writes the tables to `runs/ablation/table.md` (the second
+/// pairs each variant with the first one seed by seed) and prints them. Each seed's
 /// SFT runs once, in the first variant; the others start from its weights (`--sft-from`).
 /// A run that already has its `summary.json` is kept, not run again.
 fn cmd_ablation(args: &[OsString]) -> Result<()> {
@@ -387,11 +389,20 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
             }
         }
     }
-    section("ablation: agentrl compare runs/ablation");
+    // The first variant (the one whose SFT the others reuse) is the baseline of the paired
+    // table.
+    let baseline = configs[0]
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    section(&format!(
+        "ablation: agentrl compare runs/ablation --baseline {baseline}"
+    ));
     let output = Command::new(&exe)
         .current_dir(&root)
         .arg("compare")
         .arg(&runs)
+        .args(["--baseline", &baseline])
         .output()
         .map_err(|e| Failure::new(format!("running {}: {e}", exe.display())))?;
     if !output.status.success() {
