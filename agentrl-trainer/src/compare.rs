@@ -115,18 +115,23 @@ fn mean_std(values: &[f64], decimals: usize) -> String {
     format!("{mean:.decimals$} ± {std:.decimals$}")
 }
 
+/// The envs of `runs`, each once, in name order: the per-env columns of a table.
+fn env_names<'a>(runs: impl Iterator<Item = &'a RunResult>) -> Vec<&'a str> {
+    let mut envs: Vec<&str> = runs
+        .flat_map(|r| r.per_task.keys().map(String::as_str))
+        .collect();
+    envs.sort_unstable();
+    envs.dedup();
+    envs
+}
+
 /// The Markdown table of `runs` (run name, result), one row per variant in name order.
 pub fn table(runs: &[(String, RunResult)]) -> String {
     let mut variants: BTreeMap<&str, Vec<&RunResult>> = BTreeMap::new();
     for (name, result) in runs {
         variants.entry(variant_of(name)).or_default().push(result);
     }
-    let mut envs: Vec<&str> = runs
-        .iter()
-        .flat_map(|(_, r)| r.per_task.keys().map(String::as_str))
-        .collect();
-    envs.sort_unstable();
-    envs.dedup();
+    let envs = env_names(runs.iter().map(|(_, r)| r));
     let mut out = String::from("| variant | seeds |");
     for env in &envs {
         out.push_str(&format!(" {env} |"));
@@ -177,12 +182,7 @@ pub fn paired_table(runs: &[(String, RunResult)], baseline: &str) -> Result<Stri
             }
         )));
     };
-    let mut envs: Vec<&str> = base
-        .values()
-        .flat_map(|r| r.per_task.keys().map(String::as_str))
-        .collect();
-    envs.sort_unstable();
-    envs.dedup();
+    let envs = env_names(base.values().copied());
     let mut out = format!("| variant − {baseline} | seeds |");
     for env in &envs {
         out.push_str(&format!(" {env} |"));

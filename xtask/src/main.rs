@@ -371,10 +371,7 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
     for seed in seeds {
         let mut shared_sft: Option<PathBuf> = None;
         for config in &configs {
-            let name = config
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let name = variant_name(config);
             section(&format!("ablation: {name}, seed {seed}"));
             let run_dir = runs.join(format!("{name}-seed{seed}"));
             // A finished run (it has its summary) is kept, so an interrupted ablation, or one
@@ -391,10 +388,7 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
     }
     // The first variant (the one whose SFT the others reuse) is the baseline of the paired
     // table.
-    let baseline = configs[0]
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let baseline = variant_name(&configs[0]);
     section(&format!(
         "ablation: agentrl compare runs/ablation --baseline {baseline}"
     ));
@@ -418,6 +412,14 @@ fn cmd_ablation(args: &[OsString]) -> Result<()> {
     println!("{table}");
     println!("written to {}", out.display());
     Ok(())
+}
+
+/// The name of the ablation variant `config` describes: its file name without `.toml`.
+fn variant_name(config: &Path) -> String {
+    config
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// One ablation run: `agentrl demo` with `config` and `seed` into `run_dir` (fresh), starting
