@@ -246,10 +246,12 @@ fn cmd_demo(args: &[OsString]) -> Result<()> {
     let config = format!("configs/{name}.toml");
     let run_dir = format!("runs/{name}");
     let root = repo_root()?;
-    // The single-task demo needs none of the heavy envs; the multi-task one needs SQLite.
+    // The single-task demo needs none of the heavy envs; the multi-task one needs SQLite, and
+    // bubblewrap for `os-shell`'s shell.
     let build = if name == "demo" {
         Build::Demo
     } else {
+        check_sandbox()?;
         Build::Full
     };
     let exe = build_agentrl_as(&root, build)?;
@@ -274,6 +276,32 @@ fn cmd_demo(args: &[OsString]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Fails with what to install unless bubblewrap can start a sandbox here: without it every
+/// `os-shell` command of the multi-task demo would come back as a tool error, and the run
+/// would train on failures instead of stopping.
+fn check_sandbox() -> Result<()> {
+    let started = Command::new("bwrap")
+        .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match started {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(Failure::new(format!(
+            "configs/multitask.toml trains `os-shell`, whose shell runs in bubblewrap, but \
+             `bwrap --unshare-all` failed here ({}: {}); it needs user namespaces (in a \
+             container: run it with them allowed)",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+        Err(e) => Err(Failure::new(format!(
+            "configs/multitask.toml trains `os-shell`, whose shell runs in bubblewrap, but \
+             `bwrap` could not be started ({e}); install it (Debian/Ubuntu: `apt-get install \
+             bubblewrap`)"
+        ))),
+    }
 }
 
 /// `cargo xtask soak`: the release binary, then [`soak::cmd_soak`].
