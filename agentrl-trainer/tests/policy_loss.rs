@@ -172,7 +172,7 @@ fn old_formula(
 }
 
 #[test]
-fn default_options_give_the_old_loss_exactly() {
+fn default_options_give_the_old_loss() {
     let mut learner = seeded_learner(31, 1e-2);
     let (ref_vs, reference) = copy_model(&learner);
     let _keep = ref_vs;
@@ -201,9 +201,13 @@ fn default_options_give_the_old_loss_exactly() {
     };
     let stats = learner.grpo_step(&batch, &adv, params);
     assert!(kl > 0.0 && clip > 0.0, "kl {kl}, clip fraction {clip}");
-    assert_eq!(stats.loss, loss);
-    assert_eq!(stats.kl, kl);
-    assert_eq!(stats.entropy, entropy);
+    // The same formula over the same tensors; only the last bit of an f32 reduction may
+    // differ, where a CPU's kernels sum in another order (seen on one with AMX: the entropy
+    // one ulp apart). A wrong term would be off by far more than 1e-6 of the value.
+    let ulps = |x: f64| 1e-6 * x.abs().max(1e-3);
+    close(stats.loss, loss, ulps(loss));
+    close(stats.kl, kl, ulps(kl));
+    close(stats.entropy, entropy, ulps(entropy));
     assert_eq!(stats.clip_fraction, clip);
     close(stats.grad_norm, grad_norm, 1e-6 * grad_norm.max(1.0));
 }
