@@ -13,7 +13,9 @@ pub struct ToolContext {
     pub workspace: Option<PathBuf>,
 }
 
-/// Why a tool call failed; the message is shown to the model as the tool's answer.
+/// Why a tool call failed. The message is shown to the model as the tool's answer, except
+/// for [`ToolError::Unavailable`], which is the machine's fault and ends the episode as an env
+/// error instead.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ToolError {
     /// The arguments do not fit the tool's schema or meaning.
@@ -28,6 +30,11 @@ pub enum ToolError {
     /// No tool of that name is available.
     #[error("unknown tool `{0}`")]
     UnknownTool(String),
+    /// The tool's machinery could not run the call at all (a sandbox that cannot start, a
+    /// service that is down): nothing the agent did, so it is not an observation to learn
+    /// from.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// A tool the agent can call.

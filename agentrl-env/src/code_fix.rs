@@ -8,6 +8,8 @@ mod env;
 mod task;
 
 use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
+use agentrl_tools::{Sandbox, SandboxConfig};
+use async_trait::async_trait;
 use serde_json::json;
 
 pub use catalog::{Case, TEMPLATES, Template};
@@ -17,6 +19,7 @@ pub use task::{Bug, Project, generate, project_of, to_task};
 
 use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
+use crate::workspace::check_sandbox;
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.
@@ -39,6 +42,7 @@ impl CodeFix {
     }
 }
 
+#[async_trait]
 impl EnvFactory for CodeFix {
     fn id(&self) -> &str {
         CODE_FIX_ID
@@ -58,6 +62,11 @@ impl EnvFactory for CodeFix {
 
     fn max_turns(&self) -> usize {
         CODE_FIX_MAX_TURNS
+    }
+
+    /// The sandbox its `shell` tool runs in must start.
+    async fn preflight(&self) -> Result<()> {
+        check_sandbox(CODE_FIX_ID, &Sandbox::new(SandboxConfig::default())).await
     }
 
     /// The expert is deterministic, so `seed` is not used.

@@ -275,6 +275,7 @@ fn check_splits(
     Ok(())
 }
 
+#[async_trait::async_trait]
 impl EnvFactory for Dataset {
     fn id(&self) -> &str {
         self.inner.settings.env_id
@@ -297,6 +298,16 @@ impl EnvFactory for Dataset {
 
     fn max_turns(&self) -> usize {
         self.inner.max_turns
+    }
+
+    /// The sandbox must start when a row is checked by a `python` or `shell` script.
+    async fn preflight(&self) -> Result<()> {
+        #[cfg(feature = "shell-envs")]
+        if self.inner.rows.iter().any(|row| row.checker.runs_script()) {
+            let sandbox = agentrl_tools::Sandbox::default();
+            return crate::workspace::check_sandbox(self.id(), &sandbox).await;
+        }
+        Ok(())
     }
 
     /// The expert knows the reference, so `seed` is not used.

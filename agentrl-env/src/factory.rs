@@ -3,6 +3,7 @@
 //! is [`crate::registry`].
 
 use agentrl_core::{Env, Error, Message, Result, Split, Task, ToolSpec};
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::demonstrator::{DemonstratorKnobs, KnobDoc, reject_unknown_knobs};
@@ -17,6 +18,7 @@ pub trait Solver: Send {
 
 /// Everything needed to use one env: its tasks, fresh sessions, its reference solver and its
 /// imperfect demonstrator.
+#[async_trait]
 pub trait EnvFactory: Send + Sync {
     /// The env id (e.g. `arith-calc`).
     fn id(&self) -> &str;
@@ -35,6 +37,15 @@ pub trait EnvFactory: Send + Sync {
 
     /// The most steps an episode may take.
     fn max_turns(&self) -> usize;
+
+    /// Checks, before a run plays any episode, that what this env's sessions need from the
+    /// machine is there (e.g. a sandbox that starts); an [`Error::Env`] saying what is missing
+    /// and how to get it. Nothing by default.
+    ///
+    /// A run that skipped it would fail every episode (as env errors) instead of stopping once.
+    async fn preflight(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Whether [`EnvFactory::solver`] is a real reference solver (false for envs known only
     /// through a remote server, which can be trained on but not demonstrated).

@@ -102,6 +102,7 @@ impl EnvMix {
     }
 }
 
+#[async_trait]
 impl EnvFactory for EnvMix {
     fn id(&self) -> &str {
         &self.id
@@ -133,6 +134,14 @@ impl EnvFactory for EnvMix {
 
     fn has_solver(&self) -> bool {
         self.parts.iter().all(|(f, _)| f.has_solver())
+    }
+
+    /// Every env's check, in order; the first failure.
+    async fn preflight(&self) -> Result<()> {
+        for (factory, _) in &self.parts {
+            factory.preflight().await?;
+        }
+        Ok(())
     }
 
     fn solver(&self, seed: u64) -> Box<dyn Solver> {

@@ -6,6 +6,8 @@ mod env;
 mod task;
 
 use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
+use agentrl_tools::{Sandbox, SandboxConfig};
+use async_trait::async_trait;
 use serde_json::json;
 
 pub use demonstrator::{SHELL_DEMONSTRATOR_KNOBS, shell_demonstrator};
@@ -14,7 +16,7 @@ pub use task::{Question, ShellTask, generate, shell_task_of, to_task};
 
 use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
-use crate::workspace::report_stdout;
+use crate::workspace::{check_sandbox, report_stdout};
 use crate::wrappers::TurnLimit;
 
 /// Registry id of the env.
@@ -37,6 +39,7 @@ impl OsShell {
     }
 }
 
+#[async_trait]
 impl EnvFactory for OsShell {
     fn id(&self) -> &str {
         OS_SHELL_ID
@@ -56,6 +59,11 @@ impl EnvFactory for OsShell {
 
     fn max_turns(&self) -> usize {
         OS_SHELL_MAX_TURNS
+    }
+
+    /// The sandbox its `shell` tool runs in must start.
+    async fn preflight(&self) -> Result<()> {
+        check_sandbox(OS_SHELL_ID, &Sandbox::new(SandboxConfig::default())).await
     }
 
     /// The expert is deterministic, so `seed` is not used.

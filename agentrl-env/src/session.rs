@@ -2,7 +2,7 @@
 //! checks, running a message's tool calls through a [`ToolBox`], and the seeded draw and split
 //! rule of task generation.
 
-use agentrl_core::{Message, Role, SeededRng, Split, Step, StepInfo, ToolContext};
+use agentrl_core::{Error, Message, Result, Role, SeededRng, Split, Step, StepInfo, ToolContext};
 use agentrl_tools::ToolBox;
 
 /// A step that answers an unusable action with an `error: ...` user message and lets the
@@ -74,12 +74,19 @@ pub(crate) fn require_tool_calls(action: &Message, hint: &str) -> Option<Step> {
 /// Dispatches every tool call of `action` in order, stopping early once `stop()` holds, and
 /// reports the tool messages with the call and error counts (malformed calls set
 /// `invalid_action`).
+///
+/// A tool that could not run at all ([`ToolOutcome::is_unavailable`], e.g. a sandbox that
+/// cannot start) is env `env_id`'s error: the episode ends as an env error, which the trainer
+/// counts and leaves out of training, instead of teaching the agent that the tool fails.
+///
+/// [`ToolOutcome::is_unavailable`]: agentrl_tools::ToolOutcome::is_unavailable
 pub(crate) async fn run_tool_calls(
+    env_id: &str,
     toolbox: &ToolBox,
     ctx: &ToolContext,
     action: &Message,
     stop: impl Fn() -> bool,
-) -> (Vec<Message>, StepInfo) {
+) -> Result<(Vec<Message>, StepInfo)> {
     let mut info = StepInfo::default();
     let mut messages = Vec::with_capacity(action.tool_calls.len());
     let mut invalid = Vec::new();
@@ -90,6 +97,13 @@ pub(crate) async fn run_tool_calls(
         let outcome = toolbox.dispatch(call, ctx).await;
         info.tool_calls += 1;
         if let Some(error) = &outcome.error {
+            if outcome.is_unavailable() {
+                let tool = &call.function.name;
+                return Err(Error::env(
+                    env_id,
+                    format!("tool `{tool}` could not run: {error}"),
+                ));
+            }
             info.tool_errors += 1;
             if outcome.is_invalid_action() {
                 invalid.push(error.to_string());
@@ -100,7 +114,7 @@ pub(crate) async fn run_tool_calls(
     if !invalid.is_empty() {
         info.invalid_action = Some(invalid.join("; "));
     }
-    (messages, info)
+    Ok((messages, info))
 }
 
 /// Whether `split` is the test split under the shared rule: test iff the stable hash of the

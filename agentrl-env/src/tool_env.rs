@@ -60,13 +60,13 @@ impl SessionTools {
     }
 
     /// Runs the tool calls of `action` (see [`run_tool_calls`]), stopping early once `stop()`
-    /// holds; an error when there is no tool box.
+    /// holds; an error when there is no tool box or a tool could not run.
     pub(crate) async fn run(
         &self,
         action: &Message,
         stop: impl Fn() -> bool,
     ) -> Result<(Vec<Message>, StepInfo)> {
-        Ok(run_tool_calls(self.get()?, &self.ctx, action, stop).await)
+        run_tool_calls(self.env_id, self.get()?, &self.ctx, action, stop).await
     }
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use agentrl_core::{Env, Error, Result, Split, Task};
+use async_trait::async_trait;
 
 use crate::demonstrator::{DemonstratorKnobs, KnobDoc};
 use crate::factory::{EnvFactory, Solver};
@@ -37,6 +38,7 @@ impl TurnCapped {
     }
 }
 
+#[async_trait]
 impl EnvFactory for TurnCapped {
     fn id(&self) -> &str {
         self.inner.id()
@@ -56,6 +58,10 @@ impl EnvFactory for TurnCapped {
 
     fn max_turns(&self) -> usize {
         self.max_turns
+    }
+
+    async fn preflight(&self) -> Result<()> {
+        self.inner.preflight().await
     }
 
     fn has_solver(&self) -> bool {

@@ -6,7 +6,38 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path};
 
 use agentrl_core::{Error, Result, Task, ToolContext};
+use agentrl_tools::{Sandbox, SandboxError};
 use serde_json::{Value, json};
+
+/// Runs `true` in a `sandbox` over an empty workspace: an [`Error::Env`] of `env_id` saying why
+/// when the sandbox cannot start (bubblewrap missing, user namespaces not allowed).
+pub(crate) async fn check_sandbox(env_id: &str, sandbox: &Sandbox) -> Result<()> {
+    let workspace = Workspace::create(env_id, &BTreeMap::new())?;
+    let argv = ["true".to_string()];
+    let output = sandbox
+        .run(workspace.path(), &argv, None)
+        .await
+        .map_err(|e| {
+            let hint = match e {
+                SandboxError::Setup { .. } => {
+                    "; bubblewrap needs unprivileged user namespaces (in a container: run it \
+                     with them allowed)"
+                }
+                _ => "",
+            };
+            Error::env(env_id, format!("{e}{hint} (checked before the run)"))
+        })?;
+    if !output.success() {
+        return Err(Error::env(
+            env_id,
+            format!(
+                "the sandbox started, but `true` in it ended with {} (checked before the run)",
+                output.status_line()
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// A private directory holding one episode's files; deleted on drop.
 #[derive(Debug)]
@@ -124,7 +155,29 @@ pub(crate) fn report_stdout(report: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
+    use agentrl_tools::SandboxConfig;
+
     use super::*;
+
+    #[tokio::test]
+    async fn a_sandbox_that_cannot_start_fails_the_check_naming_the_env() {
+        let missing = Sandbox::new(SandboxConfig {
+            bwrap: PathBuf::from("/nonexistent/bwrap"),
+            ..SandboxConfig::default()
+        });
+        let err = check_sandbox("os-shell", &missing)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("environment `os-shell`"), "{err}");
+        assert!(
+            err.contains("bubblewrap (`/nonexistent/bwrap`) was not found"),
+            "{err}"
+        );
+        assert!(err.contains("checked before the run"), "{err}");
+    }
 
     #[test]
     fn workspace_round_trip_and_cleanup() {

@@ -4,8 +4,11 @@
 use std::collections::HashSet;
 
 use agentrl_core::{Env, Message, Split, ToolCall};
-use agentrl_env::os_shell::{Question, ShellExpert, path_matches, shell_task_of};
+use std::path::PathBuf;
+
+use agentrl_env::os_shell::{OsShellEnv, Question, ShellExpert, path_matches, shell_task_of};
 use agentrl_env::{EnvFactory, OsShell, lookup};
+use agentrl_tools::SandboxConfig;
 use serde_json::json;
 
 mod common;
@@ -148,4 +151,27 @@ async fn shell_runs_in_the_task_workspace() {
     let step = env.step(&shell("pwd; ls")).await.unwrap();
     assert!(step.messages[0].text().contains("/workspace"), "{step:?}");
     assert!(step.messages[0].text().contains("logs"), "{step:?}");
+}
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_start_is_an_env_error_not_an_observation() {
+    let factory = OsShell::default();
+    let missing = SandboxConfig {
+        bwrap: PathBuf::from("/nonexistent/bwrap"),
+        ..SandboxConfig::default()
+    };
+    let mut env = OsShellEnv::new(missing);
+    env.reset(&factory.task(Split::Test, 0)).await.unwrap();
+    let err = env.step(&shell("ls")).await.unwrap_err().to_string();
+    assert!(err.contains("os-shell"), "{err}");
+    assert!(
+        err.contains("bubblewrap (`/nonexistent/bwrap`) was not found"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn preflight_starts_the_sandbox() {
+    require_bwrap();
+    OsShell::default().preflight().await.unwrap();
 }

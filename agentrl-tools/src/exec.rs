@@ -101,7 +101,7 @@ async fn run_in_sandbox(
     stdin: Option<Vec<u8>>,
 ) -> Result<String, ToolError> {
     let Some(workspace) = &ctx.workspace else {
-        return Err(ToolError::Failed(format!(
+        return Err(ToolError::Unavailable(format!(
             "`{tool}` needs a session workspace, and this session has none"
         )));
     };

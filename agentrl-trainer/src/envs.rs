@@ -204,7 +204,7 @@ pub fn source_factories(config: &EnvConfig) -> Result<Vec<Arc<dyn EnvFactory>>> 
     sources(config)?.iter().map(source_factory).collect()
 }
 
-/// The run's env factory (no network yet: see [`check_servers`]).
+/// The run's env factory (nothing checked yet: see [`check_envs`]).
 pub fn env_factory(config: &EnvConfig) -> Result<Arc<dyn EnvFactory>> {
     let sources = sources(config)?;
     if let [one] = sources.as_slice()
@@ -231,11 +231,14 @@ pub fn eval_tasks(config: &EnvConfig, n: usize) -> Result<Vec<Task>> {
     Ok(tasks)
 }
 
-/// Asks every env server in `config` whether it serves its env, so a wrong address or env name
-/// stops the run before any episode instead of failing every one.
-pub async fn check_servers(config: &EnvConfig) -> Result<()> {
+/// Checks that every env of `config` can play here before any episode: each env server serves
+/// its env (a wrong address or env name), and each local env finds what it needs on this
+/// machine ([`EnvFactory::preflight`]: e.g. a sandbox that starts). Without it, a missing
+/// piece would fail every episode instead of stopping the run once.
+pub async fn check_envs(config: &EnvConfig) -> Result<()> {
     for source in sources(config)? {
         let Some(client) = client_of(&source)? else {
+            source_factory(&source)?.preflight().await?;
             continue;
         };
         RemoteEnvFactory::served(client, &source.id, 1)

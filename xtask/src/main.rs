@@ -278,9 +278,9 @@ fn cmd_demo(args: &[OsString]) -> Result<()> {
     Ok(())
 }
 
-/// Fails with what to install unless bubblewrap can start a sandbox here: without it every
-/// `os-shell` command of the multi-task demo would come back as a tool error, and the run
-/// would train on failures instead of stopping.
+/// Fails with what to install unless bubblewrap can start a sandbox here, before the minutes
+/// of building: the run's own check (`EnvFactory::preflight` of `os-shell`) would stop it
+/// too, but only once the binary is built.
 fn check_sandbox() -> Result<()> {
     let started = Command::new("bwrap")
         .args(["--unshare-all", "--ro-bind", "/", "/", "true"])

@@ -128,7 +128,8 @@ impl Env for ApiBookingEnv {
             let success = desk.as_ref().is_some_and(check);
             return Ok(final_step(Vec::new(), success, Default::default()));
         }
-        let (messages, info) = run_tool_calls(&running.tools, &self.ctx, action, || false).await;
+        let (messages, info) =
+            run_tool_calls(API_BOOKING_ID, &running.tools, &self.ctx, action, || false).await?;
         Ok(continue_step(messages, info))
     }
 }

@@ -90,6 +90,9 @@ pub async fn run_env_server(args: EnvServerArgs) -> Result<()> {
         .iter()
         .map(|id| lookup(id.trim()))
         .collect::<Result<Vec<Arc<dyn EnvFactory>>>>()?;
+    for env in &envs {
+        env.preflight().await?;
+    }
     let config = ServerConfig {
         worker_id: format!("env-server@{}", args.addr),
         session_ttl: Duration::from_secs(args.session_ttl_secs),

@@ -161,7 +161,8 @@ impl Env for CodeFixEnv {
                 .as_ref()
                 .map_err(|why| Error::env(CODE_FIX_ID, why.clone()))?;
             let ctx = episode.workspace.context();
-            let (messages, info) = run_tool_calls(toolbox, &ctx, action, || false).await;
+            let (messages, info) =
+                run_tool_calls(CODE_FIX_ID, toolbox, &ctx, action, || false).await?;
             return Ok(continue_step(messages, info));
         }
         if action.text().trim().is_empty() {

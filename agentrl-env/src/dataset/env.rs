@@ -183,8 +183,14 @@ impl Env for DatasetEnv {
             let Some(tools) = tools else {
                 return Ok(invalid_step("this task has no tools", self.hint()));
             };
-            let (messages, info) =
-                run_tool_calls(&tools.toolbox, &tools.ctx, action, || false).await;
+            let (messages, info) = run_tool_calls(
+                self.settings.env_id,
+                &tools.toolbox,
+                &tools.ctx,
+                action,
+                || false,
+            )
+            .await?;
             return Ok(continue_step(messages, info));
         }
         let text = action.text();

@@ -231,8 +231,14 @@ impl Env for NegotiationEnv {
                 .as_ref()
                 .is_none_or(|t| t.result.is_some() || t.turn != actor)
         };
-        let (replies, mut info) =
-            run_tool_calls(toolbox, &ToolContext::default(), action, moved).await;
+        let (replies, mut info) = run_tool_calls(
+            NEGOTIATION_ID,
+            toolbox,
+            &ToolContext::default(),
+            action,
+            moved,
+        )
+        .await?;
         lock(&self.shared).actor = None;
         let mut messages: Vec<Message> = replies.into_iter().map(|m| to_seat(m, actor)).collect();
         messages.extend(self.advance(false)?);

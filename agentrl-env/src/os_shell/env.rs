@@ -136,7 +136,7 @@ impl Env for OsShellEnv {
             .as_ref()
             .map_err(|why| Error::env(OS_SHELL_ID, why.clone()))?;
         let ctx = episode.workspace.context();
-        let (messages, info) = run_tool_calls(toolbox, &ctx, action, || false).await;
+        let (messages, info) = run_tool_calls(OS_SHELL_ID, toolbox, &ctx, action, || false).await?;
         Ok(continue_step(messages, info))
     }
 }

@@ -147,8 +147,14 @@ impl Env for SpreadsheetOpsEnv {
             return Ok(invalid_step(&reason, HINT));
         }
         if !action.tool_calls.is_empty() {
-            let (messages, info) =
-                run_tool_calls(&episode.tools, &self.ctx, action, || false).await;
+            let (messages, info) = run_tool_calls(
+                SPREADSHEET_OPS_ID,
+                &episode.tools,
+                &self.ctx,
+                action,
+                || false,
+            )
+            .await?;
             return Ok(continue_step(messages, info));
         }
         let text = action.text();

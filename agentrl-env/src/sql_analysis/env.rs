@@ -123,7 +123,8 @@ impl Env for SqlAnalysisEnv {
             return Ok(invalid_step(&reason, HINT));
         }
         if !action.tool_calls.is_empty() {
-            let (messages, info) = run_tool_calls(tools, &self.ctx, action, || false).await;
+            let (messages, info) =
+                run_tool_calls(SQL_ANALYSIS_ID, tools, &self.ctx, action, || false).await?;
             return Ok(continue_step(messages, info));
         }
         let text = action.text();

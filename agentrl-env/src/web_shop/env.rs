@@ -108,7 +108,8 @@ impl Env for WebShopEnv {
         }
         let shared = self.shared.clone();
         let bought = move || lock(&shared).as_ref().is_some_and(|s| s.purchase.is_some());
-        let (messages, mut info) = run_tool_calls(&running.tools, &self.ctx, action, &bought).await;
+        let (messages, mut info) =
+            run_tool_calls(WEB_SHOP_ID, &running.tools, &self.ctx, action, &bought).await?;
         if !bought() {
             return Ok(continue_step(messages, info));
         }

@@ -57,8 +57,10 @@ pub enum SandboxError {
     },
 }
 
+/// Every sandbox error means the command never ran, which is the machine's fault, not the
+/// agent's: [`ToolError::Unavailable`].
 impl From<SandboxError> for ToolError {
     fn from(e: SandboxError) -> Self {
-        ToolError::Failed(e.to_string())
+        ToolError::Unavailable(e.to_string())
     }
 }

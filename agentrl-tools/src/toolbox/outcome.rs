@@ -21,6 +21,12 @@ impl ToolOutcome {
         )
     }
 
+    /// Whether the tool's machinery could not run the call ([`ToolError::Unavailable`]): an
+    /// env error, neither the agent's fault nor an answer to show it.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self.error, Some(ToolError::Unavailable(_)))
+    }
+
     /// Whether the call succeeded.
     pub fn is_ok(&self) -> bool {
         self.error.is_none()
