@@ -8,7 +8,7 @@ mod env;
 mod task;
 
 use agentrl_core::{Env, Message, Result, Role, Split, Task, ToolCall};
-use agentrl_tools::{Sandbox, SandboxConfig};
+use agentrl_tools::Sandbox;
 use async_trait::async_trait;
 use serde_json::json;
 
@@ -66,7 +66,7 @@ impl EnvFactory for CodeFix {
 
     /// The sandbox its `shell` tool runs in must start.
     async fn preflight(&self) -> Result<()> {
-        check_sandbox(CODE_FIX_ID, &Sandbox::new(SandboxConfig::default())).await
+        check_sandbox(CODE_FIX_ID, &Sandbox::default()).await
     }
 
     /// The expert is deterministic, so `seed` is not used.

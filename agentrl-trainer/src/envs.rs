@@ -232,13 +232,13 @@ pub fn eval_tasks(config: &EnvConfig, n: usize) -> Result<Vec<Task>> {
 }
 
 /// Checks that every env of `config` can play here before any episode: each env server serves
-/// its env (a wrong address or env name), and each local env finds what it needs on this
-/// machine ([`EnvFactory::preflight`]: e.g. a sandbox that starts). Without it, a missing
-/// piece would fail every episode instead of stopping the run once.
-pub async fn check_envs(config: &EnvConfig) -> Result<()> {
+/// its env (a wrong address or env name), and `factory`, the run's own (from
+/// [`env_factory`]), finds what its local envs need on this machine
+/// ([`EnvFactory::preflight`]: e.g. a sandbox that starts). Without it, a missing piece would
+/// fail every episode instead of stopping the run once.
+pub async fn check_envs(config: &EnvConfig, factory: &dyn EnvFactory) -> Result<()> {
     for source in sources(config)? {
         let Some(client) = client_of(&source)? else {
-            source_factory(&source)?.preflight().await?;
             continue;
         };
         RemoteEnvFactory::served(client, &source.id, 1)
@@ -246,5 +246,5 @@ pub async fn check_envs(config: &EnvConfig) -> Result<()> {
             .await
             .map_err(|e| Error::Config(format!("env `{}`: {e}", source.id)))?;
     }
-    Ok(())
+    factory.preflight().await
 }

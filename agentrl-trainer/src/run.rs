@@ -235,7 +235,7 @@ impl Run {
                 self.factory.id()
             )));
         }
-        crate::envs::check_envs(&self.config.env).await?;
+        crate::envs::check_envs(&self.config.env, self.factory.as_ref()).await?;
         let cfg = self.config.sft()?;
         let mut solver = self
             .factory
@@ -341,7 +341,7 @@ impl Run {
         label: &str,
         step: usize,
     ) -> Result<EvalReport> {
-        crate::envs::check_envs(&self.config.env).await?;
+        crate::envs::check_envs(&self.config.env, self.factory.as_ref()).await?;
         // The learner is idle while it evaluates: the policy reads its tensors. Its turns are
         // labelled with the learner's step as the policy version.
         let (policy, ctx) = self.rollout_policy(learner, true)?;
@@ -434,7 +434,7 @@ impl Run {
         start_step: usize,
         resume: Option<ResumePoint>,
     ) -> Result<(Learner, RlSummary)> {
-        crate::envs::check_envs(&self.config.env).await?;
+        crate::envs::check_envs(&self.config.env, self.factory.as_ref()).await?;
         let (reward, _judge) =
             crate::rescore::build_reward(&self.config, self.config.judge_checkpoint.as_deref())?;
         // A checkpoint directory always says what the reward's state was (null: none), so a

@@ -116,7 +116,9 @@ async fn servers_are_checked_before_the_run() {
         "[env]\nid = \"maze\"\nserver = \"http://{addr}\"\n"
     ));
     assert_eq!(env_factory(&remote).unwrap().id(), "maze");
-    check_envs(&remote).await.unwrap();
+    check_envs(&remote, env_factory(&remote).unwrap().as_ref())
+        .await
+        .unwrap();
     // A name only a server could know: the factory is made, and the check says what is served.
     let served = env_section(&format!(
         "[env]\nid = \"guess-number\"\nserver = \"http://{addr}\"\nmax_turns = 6\n"
@@ -124,7 +126,10 @@ async fn servers_are_checked_before_the_run() {
     let factory = env_factory(&served).unwrap();
     assert_eq!((factory.id(), factory.max_turns()), ("guess-number", 6));
     assert!(!factory.has_solver());
-    let err = check_envs(&served).await.unwrap_err().to_string();
+    let err = check_envs(&served, factory.as_ref())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("guess-number") && err.contains("maze"),
         "{err}"
@@ -133,7 +138,10 @@ async fn servers_are_checked_before_the_run() {
     let dead = env_section(&format!(
         "[env]\nid = \"maze\"\nserver = \"http://{addr}\"\n"
     ));
-    let err = check_envs(&dead).await.unwrap_err().to_string();
+    let err = check_envs(&dead, env_factory(&dead).unwrap().as_ref())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains(&addr.to_string()), "{err}");
 }
 
