@@ -145,6 +145,11 @@ impl TchPolicy {
         let thread = std::thread::Builder::new()
             .name("agentrl-policy".into())
             .spawn(move || {
+                // libtorch's thread count is kept per OS thread: this one's forward passes use
+                // it; other threads keep theirs.
+                if let Some(threads) = options.threads.filter(|&n| n > 0) {
+                    tch::set_num_threads(threads);
+                }
                 let engine = Engine::new(model, detokenizer, options, seed, published);
                 ModelThread {
                     engine,

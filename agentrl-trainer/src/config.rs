@@ -848,6 +848,11 @@ pub struct PipelineConfig {
     /// a quarter more holds whole first prompts, computed once per group and copied by the
     /// group's other episodes.
     pub kv_cache_mib: u64,
+    /// libtorch threads each in-process policy thread uses for its forward passes (default:
+    /// `torch_threads`). Cross-policy sampling runs the current policy and its snapshot on
+    /// threads of their own, at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_threads: Option<i32>,
     /// Bit-for-bit reproducible rollouts, so that a run resumed from a checkpoint (or run
     /// again) gives the same weights as one never interrupted: the in-process policy
     /// generates one row at a time with no KV caches, since a row's logits otherwise depend in
@@ -942,6 +947,7 @@ impl Default for PipelineConfig {
             max_staleness: 1,
             max_batch: 256,
             kv_cache_mib: 1024,
+            policy_threads: None,
             deterministic: false,
             rollout_servers: Vec::new(),
             rollout_api_key: None,
@@ -1271,6 +1277,9 @@ impl RunConfig {
         }
         if self.torch_threads < 1 {
             return Err("torch_threads must be at least 1".into());
+        }
+        if self.pipeline.policy_threads.is_some_and(|n| n < 1) {
+            return Err("pipeline.policy_threads must be at least 1".into());
         }
         Ok(())
     }

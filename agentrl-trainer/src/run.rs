@@ -146,6 +146,7 @@ impl Run {
         let options = EngineOptions {
             session_cache_bytes: cache_mib.saturating_mul(1 << 20),
             prompt_cache_bytes: cache_mib.saturating_mul(1 << 18),
+            threads: pipeline.policy_threads,
             ..EngineOptions::with_max_batch(max_batch)
         };
         TchPolicy::spawn_with_options(

@@ -90,6 +90,10 @@ fn bad_configs_name_the_problem() {
             set(base, "sft", "warmup_steps", "100000"),
             "sft.warmup_steps",
         ),
+        (
+            set(base, "pipeline", "policy_threads", "0"),
+            "pipeline.policy_threads",
+        ),
     ];
     for (text, needle) in cases {
         let err = RunConfig::from_toml_str(&text, "demo.toml")

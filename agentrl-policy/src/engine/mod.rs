@@ -49,6 +49,10 @@ pub struct EngineOptions {
     pub prefill_chunk: usize,
     /// Most ids (rows × the longest chunk) in one prefill forward pass.
     pub prefill_tokens: usize,
+    /// libtorch threads of the model thread's own forward passes (`None`: the process-wide
+    /// setting). Two policies on one machine's cores, such as cross-policy sampling's current
+    /// policy and snapshot, can each take their share instead of both asking for every core.
+    pub threads: Option<i32>,
 }
 
 impl EngineOptions {
@@ -69,6 +73,7 @@ impl Default for EngineOptions {
             prompt_cache_bytes: 256 << 20,
             prefill_chunk: 512,
             prefill_tokens: 8192,
+            threads: None,
         }
     }
 }

@@ -257,6 +257,9 @@ pub(super) fn learner_loop(
         reward: reward_fn,
     } = setup;
     let rl = &cfg.rl;
+    // libtorch keeps its thread count per OS thread, and a thread new to it takes the count
+    // set last anywhere, which a policy thread with `pipeline.policy_threads` may have changed.
+    tch::set_num_threads(cfg.torch_threads);
     let mut source = GroupSource {
         groups: channels.groups,
         refills: channels.refills,

@@ -92,6 +92,8 @@ pub(super) fn step_record(
         record["kv_evictions"] = serde_json::json!(now.evictions - before.evictions);
         record["prefill_seconds"] = serde_json::json!(now.prefill_seconds - before.prefill_seconds);
         record["decode_seconds"] = serde_json::json!(now.decode_seconds - before.decode_seconds);
+        record["prefill_batches"] = serde_json::json!(now.prefill_batches - before.prefill_batches);
+        record["decode_steps"] = serde_json::json!(now.decode_steps - before.decode_steps);
         record["session_cache_mib"] = serde_json::json!(now.session_cache_bytes as f64 / 1048576.0);
     }
     if let Some(c) = &update.critic {
