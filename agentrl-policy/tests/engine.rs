@@ -12,29 +12,16 @@ use std::time::Duration;
 use agentrl_core::{Generation, GenerationRequest, Policy, SamplingParams, SeededRng, TokenId};
 use agentrl_policy::llama::Dtype;
 use agentrl_policy::{
-    EngineOptions, EngineStats, GptConfig, PolicyModel, TchPolicy, TinyGpt, snapshot_weights,
+    EngineOptions, EngineStats, PolicyModel, TchPolicy, TinyGpt, snapshot_weights,
 };
-use tch::{Device, nn};
+use tch::nn;
 
 mod common;
-use common::{SEED_LOCK, random_llama};
+use common::{random_gpt, random_llama};
 
 /// A random TinyGpt with room for long generations, identical for a seed.
 fn gpt(seed: i64) -> (nn::VarStore, TinyGpt) {
-    let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(seed);
-    let vs = nn::VarStore::new(Device::Cpu);
-    let cfg = GptConfig {
-        vocab_size: 48,
-        d_model: 32,
-        n_layers: 2,
-        n_heads: 4,
-        max_seq_len: 512,
-        ffn_mult: 2,
-        rope_theta: 10_000.0,
-    };
-    let m = TinyGpt::new(&vs.root(), cfg).unwrap();
-    (vs, m)
+    random_gpt(seed, 512)
 }
 
 /// A random two-layer Llama with grouped-query attention and a 256-position context.

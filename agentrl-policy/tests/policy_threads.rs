@@ -5,24 +5,14 @@
 #![cfg(feature = "tch")]
 
 use agentrl_core::{GenerationRequest, Policy, SamplingParams, TokenId};
-use agentrl_policy::{EngineOptions, GptConfig, TchPolicy, TinyGpt};
-use tch::{Device, nn};
+use agentrl_policy::{EngineOptions, TchPolicy, TinyGpt};
+use tch::nn;
+
+mod common;
 
 /// A random TinyGpt, identical for a seed.
 fn gpt(seed: i64) -> (nn::VarStore, TinyGpt) {
-    tch::manual_seed(seed);
-    let vs = nn::VarStore::new(Device::Cpu);
-    let cfg = GptConfig {
-        vocab_size: 48,
-        d_model: 32,
-        n_layers: 2,
-        n_heads: 4,
-        max_seq_len: 256,
-        ffn_mult: 2,
-        rope_theta: 10_000.0,
-    };
-    let m = TinyGpt::new(&vs.root(), cfg).unwrap();
-    (vs, m)
+    common::random_gpt(seed, 256)
 }
 
 #[tokio::test]

@@ -55,3 +55,22 @@ pub fn save_single(vs: &nn::VarStore, config_json: &str, dir: &std::path::Path) 
 pub fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
     (a - b).abs().max().double_value(&[])
 }
+
+/// A random TinyGpt (vocabulary 48, width 32, two layers) with a `max_seq_len` context,
+/// identical for a seed.
+pub fn random_gpt(seed: i64, max_seq_len: usize) -> (nn::VarStore, agentrl_policy::TinyGpt) {
+    let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    tch::manual_seed(seed);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let cfg = agentrl_policy::GptConfig {
+        vocab_size: 48,
+        d_model: 32,
+        n_layers: 2,
+        n_heads: 4,
+        max_seq_len,
+        ffn_mult: 2,
+        rope_theta: 10_000.0,
+    };
+    let m = agentrl_policy::TinyGpt::new(&vs.root(), cfg).unwrap();
+    (vs, m)
+}
