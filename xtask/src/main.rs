@@ -6,6 +6,7 @@ mod chaos;
 mod cycles;
 mod features;
 mod fuzz;
+mod gpu_check;
 mod libtorch;
 mod manifest;
 mod parity;
@@ -96,11 +97,23 @@ commands:
                         checkpoint per step) for 4N steps, uninterrupted and then killed with
                         SIGKILL N times at random moments and resumed after each; fails unless
                         both end with the same final weights (bytes) and rl_step metrics
+  gpu-check [--rounds N] [--steps N] [--prebuilt DIR] | --pack DIR
+                        on a machine with an NVIDIA GPU: the CUDA layout of libtorch, the
+                        release build, the CUDA tests (agentrl-trainer/tests/cuda.rs) and
+                        `bench --vs-trl --device cuda --bf16` (TRL's bf16 mixed precision
+                        against agentrl's bf16, MFU against the GPU's bf16 matmul peak;
+                        default 2 rounds of 4 steps) into target/gpu-check/; says so and
+                        exits with code 2 when there is no GPU; --pack DIR builds agentrl,
+                        the CUDA tests and xtask into DIR for a GPU machine without Rust,
+                        where `DIR/xtask gpu-check --prebuilt DIR` runs them
   help                  print this text
 
 environment:
   AGENTRL_LIBTORCH_LAYOUT=cpu|cuda  force a libtorch layout instead of detecting a GPU
-  AGENTRL_SMOLLM2_GGUF=<file>       parity also compares the real SmolLM2-135M-Instruct GGUF
+  AGENTRL_SMOLLM2_GGUF=<file>       parity also compares the real SmolLM2-135M-Instruct GGUF;
+                                    bench --vs-trl and gpu-check take SmolLM2 from it
+  AGENTRL_VS_TRL_PYTHON=<python>    bench --vs-trl and gpu-check use this Python (with torch,
+                                    transformers, TRL, datasets, gguf) instead of .venv-trl
   LIBTORCH=<dir>                    use your own libtorch; test/demo/bench then skip setup
 ";
 
@@ -154,6 +167,7 @@ fn main() -> ExitCode {
         Some("fuzz") => repo_root().and_then(|root| fuzz::cmd_fuzz(&root, &rest)),
         Some("soak") => cmd_soak(&rest),
         Some("chaos") => chaos::cmd_chaos(&rest),
+        Some("gpu-check") => repo_root().and_then(|root| gpu_check::cmd_gpu_check(&root, &rest)),
         Some("help" | "--help" | "-h") => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -574,29 +588,31 @@ fn choose_layout() -> Result<Layout> {
         Err(env::VarError::NotUnicode(_)) => Err(Failure::new(
             "AGENTRL_LIBTORCH_LAYOUT is not valid UTF-8; set it to `cpu` or `cuda`",
         )),
-        Err(env::VarError::NotPresent) => {
-            let gpus = Command::new("nvidia-smi")
-                .arg("-L")
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .output()
-                .ok()
-                .filter(|out| out.status.success())
-                .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
-                .filter(|text| text.contains("GPU"));
-            match gpus {
-                Some(list) => {
-                    println!("nvidia-smi -L found:\n{}", list.trim_end());
-                    println!("using the CUDA layout (needs an NVIDIA driver 580 or newer)");
-                    Ok(Layout::Cuda)
-                }
-                None => {
-                    println!("no GPU found by `nvidia-smi -L`: using the CPU layout");
-                    Ok(Layout::Cpu)
-                }
+        Err(env::VarError::NotPresent) => match nvidia_gpus() {
+            Some(list) => {
+                println!("nvidia-smi -L found:\n{}", list.trim_end());
+                println!("using the CUDA layout (needs an NVIDIA driver 580 or newer)");
+                Ok(Layout::Cuda)
             }
-        }
+            None => {
+                println!("no GPU found by `nvidia-smi -L`: using the CPU layout");
+                Ok(Layout::Cpu)
+            }
+        },
     }
+}
+
+/// What `nvidia-smi -L` lists, when it runs and lists a GPU.
+fn nvidia_gpus() -> Option<String> {
+    Command::new("nvidia-smi")
+        .arg("-L")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .filter(|text| text.contains("GPU"))
 }
 
 /// Fails if any crate of [`TCH_FREE_CRATES`] has tch or torch-sys among its normal dependencies.

@@ -21,6 +21,13 @@
 //! the same run); then TRL's seconds over ours, per round. Everything also goes to
 //! `target/vs-trl/results.json`. With `--curve N` it runs only `agentrl`'s side on SmolLM2,
 //! N steps in f32 and N in bf16, and prints the two reward curves (`target/vs-trl/curve.json`).
+//!
+//! With `--device cuda` both sides run on the first GPU and the matmul peak is the GPU's
+//! (8192², TF32 off); with `--bf16` there, each round pairs TRL's mixed precision (`bf16=True`:
+//! f32 weights, bf16 autocast, its usual GPU setting) with `agentrl`'s bf16 (bf16 weights, fp32
+//! master weights and optimiser state), and the FLOP-bound share is the model FLOP utilisation
+//! against the bf16 peak. `AGENTRL_VS_TRL_PYTHON` names a Python that already has torch,
+//! transformers and TRL (a GPU image, an offline machine) instead of the venv.
 
 use std::ffi::OsString;
 use std::fs;
@@ -105,11 +112,13 @@ struct Options {
     curve: usize,
     /// Learning rate of the curves (`--lr X`; the job's 1e-6 by default).
     lr: f64,
+    /// Where both sides run: `cpu` or `cuda` (`--device`).
+    device: String,
 }
 
 fn parse(args: &[OsString]) -> Result<Options> {
     let usage = "usage: cargo xtask bench --vs-trl [--rounds N] [--steps N] \
-                 [--model smollm2|tiny]... [--bf16] | --curve N [--lr X]";
+                 [--model smollm2|tiny]... [--bf16] [--device cpu|cuda] | --curve N [--lr X]";
     let mut options = Options {
         rounds: 2,
         steps: 3,
@@ -117,6 +126,7 @@ fn parse(args: &[OsString]) -> Result<Options> {
         bf16: false,
         curve: 0,
         lr: JOB.lr,
+        device: "cpu".to_string(),
     };
     let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
     while let Some(arg) = it.next() {
@@ -142,6 +152,14 @@ fn parse(args: &[OsString]) -> Result<Options> {
                         Failure::new(format!("--lr takes a positive number; {usage}"))
                     })?;
             }
+            "--device" => match it.next().as_deref() {
+                Some(device @ ("cpu" | "cuda")) => options.device = device.to_string(),
+                other => {
+                    return Err(Failure::new(format!(
+                        "--device takes cpu or cuda, not {other:?}; {usage}"
+                    )));
+                }
+            },
             "--model" => match it.next().as_deref() {
                 Some("smollm2") => options.models.push(Model::SmolLM2),
                 Some("tiny") => options.models.push(Model::Tiny),
@@ -201,12 +219,12 @@ impl SideRun {
 pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Result<()> {
     let options = parse(args)?;
     section("vs-trl: reference Python (torch + transformers + TRL)");
-    let mut packages: Vec<&str> = crate::parity::PACKAGES.to_vec();
-    packages.push(TRL);
-    let python = crate::venv::ensure(root, ".venv-trl", &packages, "about 5 GB")?;
+    let python = reference_python(root)?;
     let script = root.join("xtask").join("vs_trl").join("reference.py");
-    fs::create_dir_all(work)
-        .map_err(|e| Failure::new(format!("creating {}: {e}", work.display())))?;
+    let mut versions = Command::new(&python);
+    versions.arg(&script).arg("versions");
+    let versions = python_json(&mut versions, &work_log(work, "versions.log")?)?;
+    println!("reference side: {versions}");
 
     section("vs-trl: models");
     let models = work.join("models");
@@ -236,13 +254,31 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
         return bf16_curve(root, exe, &dir, work, options.curve, options.lr);
     }
 
-    section("vs-trl: matmul peak (2048², libtorch via torch)");
+    section(&format!("vs-trl: matmul peak ({}, torch)", options.device));
     let mut peak = Command::new(&python);
-    peak.arg(&script).args(["peak", &THREADS.to_string()]);
+    peak.arg(&script)
+        .args(["peak", &THREADS.to_string(), &options.device]);
     let peak = python_json(&mut peak, &work.join("peak.log"))?;
     let peak_f32 = number(&peak["gflops"]["f32"], "the f32 peak")?;
     let peak_bf16 = number(&peak["gflops"]["bf16"], "the bf16 peak")?;
-    println!("fp32 {peak_f32:.0} GFLOP/s, bf16 {peak_bf16:.0} GFLOP/s ({THREADS} threads)");
+    println!(
+        "fp32 {peak_f32:.0} GFLOP/s, bf16 {peak_bf16:.0} GFLOP/s ({}² on {}, {THREADS} CPU threads)",
+        peak["size"], options.device
+    );
+    let peak_of = |dtype: &str| if dtype == "bf16" { peak_bf16 } else { peak_f32 };
+    // Which dtype each side runs per round: on the CPU, TRL in f32 against ours in f32 (and
+    // bf16 with --bf16); on a GPU, both sides in the one dtype asked for.
+    let on_gpu = options.device != "cpu";
+    let trl_dtype = if on_gpu && options.bf16 {
+        "bf16"
+    } else {
+        "f32"
+    };
+    let our_dtypes: &[&str] = match (on_gpu, options.bf16) {
+        (false, true) => &["f32", "bf16"],
+        (true, true) => &["bf16"],
+        (_, false) => &["f32"],
+    };
 
     let mut results = Vec::new();
     for &model in &options.models {
@@ -260,11 +296,29 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
                 model.name(),
                 options.rounds
             ));
-            let trl = run_trl(&python, &script, &dir, work, model, round, options.steps)?;
-            println!("TRL      {:.2} s/step", trl.median_seconds());
-            // Our side of this round in one dtype; only the dtype differs between the calls.
-            let run_ours_in = |dtype: &str| {
-                run_ours(
+            let side = Side {
+                device: &options.device,
+                dtype: trl_dtype,
+            };
+            let trl = run_trl(
+                &python,
+                &script,
+                &dir,
+                work,
+                model,
+                round,
+                options.steps,
+                side,
+            )?;
+            println!("TRL {trl_dtype}  {:.2} s/step", trl.median_seconds());
+            let mut record = json!({"round": round});
+            record[format!("trl_{trl_dtype}")] = trl.report(params, peak_of(trl_dtype));
+            for &dtype in our_dtypes {
+                let side = Side {
+                    device: &options.device,
+                    dtype,
+                };
+                let ours = run_ours(
                     root,
                     exe,
                     &dir,
@@ -272,24 +326,19 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
                     model,
                     round,
                     options.steps,
-                    dtype,
+                    side,
                     JOB.lr,
-                )
-            };
-            let ours = run_ours_in("f32")?;
-            println!("agentrl  {:.2} s/step", ours.median_seconds());
-            let mut record = json!({
-                "round": round,
-                "trl_f32": trl.report(params, peak_f32),
-                "agentrl_f32": ours.report(params, peak_f32),
-                "trl_over_agentrl_f32": trl.median_seconds() / ours.median_seconds(),
-            });
-            if options.bf16 {
-                let bf16 = run_ours_in("bf16")?;
-                println!("agentrl bf16 {:.2} s/step", bf16.median_seconds());
-                record["agentrl_bf16"] = bf16.report(params, peak_bf16);
-                record["trl_f32_over_agentrl_bf16"] =
-                    json!(trl.median_seconds() / bf16.median_seconds());
+                )?;
+                println!("agentrl {dtype}  {:.2} s/step", ours.median_seconds());
+                record[format!("agentrl_{dtype}")] = ours.report(params, peak_of(dtype));
+                // `trl_over_agentrl_f32` for the f32 pair, `trl_f32_over_agentrl_bf16` for
+                // CPU f32 against our bf16, `trl_bf16_over_agentrl_bf16` on a GPU.
+                let ratio = if dtype == "f32" {
+                    "trl_over_agentrl_f32".to_string()
+                } else {
+                    format!("trl_{trl_dtype}_over_agentrl_{dtype}")
+                };
+                record[ratio] = json!(trl.median_seconds() / ours.median_seconds());
             }
             rounds.push(record);
         }
@@ -306,14 +355,39 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
             "lr": JOB.lr,
             "threads": THREADS,
             "steps_per_round": options.steps,
+            "device": options.device,
         },
-        "peak_gflops": {"f32": peak_f32, "bf16": peak_bf16},
+        "reference": versions,
+        "peak_gflops": {"f32": peak_f32, "bf16": peak_bf16, "matmul_size": peak["size"]},
         "models": results,
     });
     fs::write(&out, format!("{text:#}\n"))
         .map_err(|e| Failure::new(format!("writing {}: {e}", out.display())))?;
     println!("\nresults: {}", out.display());
     Ok(())
+}
+
+/// The reference side's Python: `AGENTRL_VS_TRL_PYTHON` when set (it must have torch,
+/// transformers, TRL, datasets and gguf), else the venv `.venv-trl` with the pinned packages.
+fn reference_python(root: &Path) -> Result<PathBuf> {
+    if let Some(python) = std::env::var_os("AGENTRL_VS_TRL_PYTHON") {
+        let python = PathBuf::from(python);
+        println!(
+            "AGENTRL_VS_TRL_PYTHON={}: using its packages, not the pinned venv",
+            python.display()
+        );
+        return Ok(python);
+    }
+    let mut packages: Vec<&str> = crate::parity::PACKAGES.to_vec();
+    packages.push(TRL);
+    crate::venv::ensure(root, ".venv-trl", &packages, "about 5 GB")
+}
+
+/// `work/name`, after making `work`.
+fn work_log(work: &Path, name: &str) -> Result<PathBuf> {
+    fs::create_dir_all(work)
+        .map_err(|e| Failure::new(format!("creating {}: {e}", work.display())))?;
+    Ok(work.join(name))
 }
 
 /// `--curve N`: the job's `agentrl` side alone on SmolLM2 for `steps` steps, in f32 and in
@@ -334,7 +408,11 @@ fn bf16_curve(
         section(&format!(
             "vs-trl: reward curve, SmolLM2 {dtype}, {steps} steps"
         ));
-        let run = run_ours(root, exe, dir, work, Model::SmolLM2, 0, steps, dtype, lr)?;
+        let side = Side {
+            device: "cpu",
+            dtype,
+        };
+        let run = run_ours(root, exe, dir, work, Model::SmolLM2, 0, steps, side, lr)?;
         println!("agentrl {dtype}: {:.2} s/step", run.median_seconds());
         curves.push(run.rewards);
     }
@@ -513,7 +591,17 @@ fn parameter_count(dir: &Path) -> Result<f64> {
     Ok(total)
 }
 
+/// Where and in what dtype one side runs.
+#[derive(Clone, Copy)]
+struct Side<'a> {
+    /// `cpu` or `cuda`.
+    device: &'a str,
+    /// `f32` or `bf16`.
+    dtype: &'a str,
+}
+
 /// TRL's run of `steps` steps; the job goes to the script as a JSON file.
+#[allow(clippy::too_many_arguments)]
 fn run_trl(
     python: &Path,
     script: &Path,
@@ -522,10 +610,11 @@ fn run_trl(
     model: Model,
     round: usize,
     steps: usize,
+    side: Side,
 ) -> Result<SideRun> {
     let run_dir = work
         .join("runs")
-        .join(format!("trl-{}-{round}", model.name()));
+        .join(format!("trl-{}-{}-{round}", model.name(), side.dtype));
     let _ = fs::remove_dir_all(&run_dir);
     fs::create_dir_all(&run_dir)
         .map_err(|e| Failure::new(format!("creating {}: {e}", run_dir.display())))?;
@@ -542,6 +631,8 @@ fn run_trl(
         "seed": JOB.seed,
         "threads": THREADS,
         "steps": steps,
+        "device": side.device,
+        "dtype": side.dtype,
         "output_dir": run_dir.join("out"),
     });
     let job_file = run_dir.join("job.json");
@@ -590,17 +681,17 @@ fn run_ours(
     model: Model,
     round: usize,
     steps: usize,
-    dtype: &str,
+    side: Side,
     lr: f64,
 ) -> Result<SideRun> {
-    let run_dir = work
-        .join("runs")
-        .join(format!("agentrl-{}-{dtype}-{round}", model.name()));
+    let run_dir =
+        work.join("runs")
+            .join(format!("agentrl-{}-{}-{round}", model.name(), side.dtype));
     let _ = fs::remove_dir_all(&run_dir);
     fs::create_dir_all(&run_dir)
         .map_err(|e| Failure::new(format!("creating {}: {e}", run_dir.display())))?;
     let config = run_dir.join("job.toml");
-    fs::write(&config, agentrl_config(dir, steps, dtype, lr))
+    fs::write(&config, agentrl_config(dir, steps, side, lr))
         .map_err(|e| Failure::new(format!("writing {}: {e}", config.display())))?;
     let mut cmd = Command::new(exe);
     cmd.current_dir(root)
@@ -648,12 +739,14 @@ fn run_ours(
 }
 
 /// The run config of `agentrl train` for the job.
-fn agentrl_config(model_dir: &Path, steps: usize, dtype: &str, lr: f64) -> String {
+fn agentrl_config(model_dir: &Path, steps: usize, side: Side, lr: f64) -> String {
     let batch = JOB.prompts_per_step * JOB.group_size;
+    let Side { device, dtype } = side;
     format!(
         r#"# Written by `cargo xtask bench --vs-trl`: the job TRL runs, for agentrl.
 seed = {seed}
 torch_threads = {THREADS}
+device = "{device}"
 
 [env]
 id = "dataset"
@@ -814,7 +907,7 @@ fn print_table(model: Model, rounds: &[Value]) {
         "side", "round", "s/step", "gen tok/s", "trn tok/s", "peak MiB", "FLOP bound"
     );
     for record in rounds {
-        for side in ["trl_f32", "agentrl_f32", "agentrl_bf16"] {
+        for side in ["trl_f32", "agentrl_f32", "trl_bf16", "agentrl_bf16"] {
             let r = &record[side];
             if r.is_null() {
                 continue;
@@ -832,15 +925,14 @@ fn print_table(model: Model, rounds: &[Value]) {
                 100.0 * r["flop_bound_share"].as_f64().unwrap_or(f64::NAN),
             );
         }
-        print!(
-            "round {}: TRL/agentrl f32 {:.2}x",
-            record["round"],
-            record["trl_over_agentrl_f32"].as_f64().unwrap_or(f64::NAN)
-        );
-        if let Some(r) = record["trl_f32_over_agentrl_bf16"].as_f64() {
-            print!(", TRL f32/agentrl bf16 {r:.2}x");
-        }
-        println!();
+        let ratios: Vec<String> = record
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| key.contains("_over_"))
+            .map(|(key, value)| format!("{key} {:.2}x", value.as_f64().unwrap_or(f64::NAN)))
+            .collect();
+        println!("round {}: {}", record["round"], ratios.join(", "));
     }
 }
 
@@ -873,7 +965,13 @@ mod tests {
             .map(OsString::from)
             .collect();
         let o = parse(&args).expect("valid");
-        assert!(o.curve == 20 && o.lr == 1e-5);
+        assert!(o.curve == 20 && o.lr == 1e-5 && o.device == "cpu");
+        let args: Vec<OsString> = ["--device", "cuda", "--bf16"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let o = parse(&args).expect("valid");
+        assert!(o.device == "cuda" && o.bf16);
         for bad in [
             &["--steps", "1"][..],
             &["--model", "gpt5"],
@@ -881,6 +979,8 @@ mod tests {
             &["--curve", "1"],
             &["--lr", "0"],
             &["--lr", "NaN"],
+            &["--device", "tpu"],
+            &["--device"],
         ] {
             let args: Vec<OsString> = bad.iter().map(OsString::from).collect();
             assert!(parse(&args).is_err(), "{bad:?} was accepted");
@@ -889,7 +989,11 @@ mod tests {
 
     #[test]
     fn the_agentrl_config_is_the_job() {
-        let text = agentrl_config(Path::new("m"), 3, "bf16", JOB.lr);
+        let side = Side {
+            device: "cuda",
+            dtype: "bf16",
+        };
+        let text = agentrl_config(Path::new("m"), 3, side, JOB.lr);
         for needle in [
             "tasks_per_step = 4",
             "group_size = 8",
@@ -897,6 +1001,7 @@ mod tests {
             "dtype = \"bf16\"",
             "steps = 3",
             "max_staleness = 0",
+            "device = \"cuda\"",
         ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }

@@ -6,8 +6,10 @@ Every subcommand prints one JSON object on its last stdout line; xtask reads it.
   prepare  GGUF_DIR GGUF_NAME OUT_DIR   the GGUF as a Hugging Face directory (f32 safetensors)
                                         plus a tiny random Llama with the same tokenizer
   logprobs MODEL_DIR                    per-token log-probs of a fixed batch (f32)
-  peak     THREADS                      GFLOP/s of a 2048x2048 matmul, f32 and bf16
+  peak     THREADS [DEVICE]             GFLOP/s of a square matmul, f32 and bf16: 2048x2048 on
+                                        the CPU, 8192x8192 on a CUDA device (TF32 off)
   grpo     MODEL_DIR JOB_JSON           TRL GRPOTrainer on the job; per-step seconds and tokens
+  versions                              the versions of Python, torch, transformers and TRL
 """
 
 import copy
@@ -113,24 +115,55 @@ def logprobs(model_dir, system):
 # peak
 
 
-def peak(threads):
+def peak(threads, device="cpu"):
     import torch
 
     torch.set_num_threads(threads)
+    # A GPU needs a bigger product to reach its peak; f32 stays f32 there (no TF32), as on
+    # agentrl's side.
+    n = 8192 if device.startswith("cuda") else 2048
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
     result = {}
     for name, dtype in (("f32", torch.float32), ("bf16", torch.bfloat16)):
-        a = torch.randn(2048, 2048).to(dtype)
-        b = torch.randn(2048, 2048).to(dtype)
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
         for _ in range(3):
             a @ b
+        sync()
         best = math.inf
         for _ in range(5):
             t0 = time.perf_counter()
             for _ in range(4):
                 a @ b
+            sync()
             best = min(best, (time.perf_counter() - t0) / 4)
-        result[name] = 2 * 2048**3 / best / 1e9
-    emit({"gflops": result})
+        result[name] = 2 * n**3 / best / 1e9
+    emit({"gflops": result, "size": n, "device": device})
+
+
+def versions():
+    import platform
+
+    import torch
+    import transformers
+
+    try:
+        import trl
+        trl_version = trl.__version__
+    except ImportError:
+        trl_version = None
+    emit({
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "trl": trl_version,
+    })
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +214,11 @@ def grpo(model_dir, job_path):
         job = json.load(f)
     torch.set_num_threads(job["threads"])
     torch.manual_seed(job["seed"])
+    device = job.get("device", "cpu")
+    # "bf16": TRL's mixed precision (f32 weights and optimiser, bf16 autocast), its usual GPU
+    # setting; "f32": f32 throughout, TF32 off.
+    bf16 = job.get("dtype", "f32") == "bf16"
+    torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
     with open(job["tasks"]) as f:
         for line in f:
@@ -211,6 +249,8 @@ def grpo(model_dir, job_path):
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
             self.seconds.append(time.perf_counter() - self.t0)
 
     clock = StepClock()
@@ -241,7 +281,8 @@ def grpo(model_dir, job_path):
         save_strategy="no",
         report_to="none",
         seed=job["seed"],
-        use_cpu=True,
+        use_cpu=not device.startswith("cuda"),
+        bf16=bf16,
         dataloader_num_workers=0,
         gradient_checkpointing=False,
         disable_tqdm=True,
@@ -274,8 +315,10 @@ def main(argv):
         prepare(*args)
     elif command == "logprobs" and len(args) == 2:
         logprobs(*args)
-    elif command == "peak" and len(args) == 1:
-        peak(int(args[0]))
+    elif command == "peak" and len(args) in (1, 2):
+        peak(int(args[0]), *args[1:])
+    elif command == "versions" and not args:
+        versions()
     elif command == "grpo" and len(args) == 2:
         grpo(*args)
     else:
