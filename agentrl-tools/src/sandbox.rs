@@ -9,6 +9,7 @@ mod capture;
 mod command;
 mod config;
 mod error;
+mod launch;
 mod outcome;
 mod user;
 
@@ -17,7 +18,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 
 pub use capture::Captured;
 pub use command::WORKSPACE_INSIDE;
@@ -58,8 +58,8 @@ impl Sandbox {
         let workspace = canonical_workspace(workspace)?;
         let limits = self.config.limits;
         let identity = user::identity_for_run(self.config.user, limits.max_processes, &workspace)?;
-        let mut cmd = Command::new(&self.config.bwrap);
-        apply_identity(&mut cmd, identity);
+        let mut cmd =
+            launch::bwrap_command(&self.config.bwrap, identity, launch::Helpers::installed())?;
         cmd.args(command::bwrap_args(&self.config, &workspace, argv))
             .stdin(if stdin.is_some() {
                 Stdio::piped()
@@ -143,30 +143,6 @@ impl Sandbox {
             elapsed,
             cpu_limit_seconds: limits.cpu_seconds.max(1),
         })
-    }
-}
-
-/// Makes `cmd` start as `identity`'s user with its process limit.
-fn apply_identity(cmd: &mut Command, identity: user::RunIdentity) {
-    if let Some(id) = identity.switch_to {
-        cmd.uid(id).gid(id);
-    }
-    if let Some(limit) = identity.process_limit {
-        // Never above the inherited hard limit: only root could raise it.
-        let hard = rustix::process::getrlimit(rustix::process::Resource::Nproc).maximum;
-        let limit = hard.map_or(limit, |hard| limit.min(hard));
-        let rlimit = rustix::process::Rlimit {
-            current: Some(limit),
-            maximum: Some(limit),
-        };
-        // SAFETY: the closure runs in the forked child before exec and only makes the
-        // setrlimit system call, which is async-signal-safe; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                rustix::process::setrlimit(rustix::process::Resource::Nproc, rlimit)
-                    .map_err(std::io::Error::from)
-            });
-        }
     }
 }
 
