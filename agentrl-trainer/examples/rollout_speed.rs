@@ -15,6 +15,9 @@
 //! ```text
 //! cargo run --release -p agentrl-trainer --example rollout_speed -- arith-calc 4 2 2048 reuse SmolLM2.gguf
 //! ```
+//!
+//! `--policy-threads N` (anywhere) gives the model thread N libtorch threads, as `[pipeline]
+//! policy_threads` does in a run (default: the process's 2).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -36,7 +39,19 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> T {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let policy_threads = match args.iter().position(|a| a == "--policy-threads") {
+        Some(at) => {
+            let n = args
+                .get(at + 1)
+                .and_then(|n| n.parse::<i32>().ok())
+                .filter(|&n| n >= 1)
+                .ok_or("--policy-threads takes a whole number >= 1")?;
+            args.drain(at..at + 2);
+            Some(n)
+        }
+        None => None,
+    };
     let env_id = args.get(1).cloned().unwrap_or_else(|| "maze".into());
     let tasks: u64 = arg(&args, 2, 16);
     let group: u64 = arg(&args, 3, 8);
@@ -49,6 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     let mut options = EngineOptions::with_max_batch(256);
+    options.threads = policy_threads;
     if !reuse {
         options.session_cache_bytes = 0;
         options.prompt_cache_bytes = 0;
@@ -111,7 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .sum();
     let stats = policy.stats();
     let line = serde_json::json!({
-        "env": env_id, "reuse": reuse, "seconds": seconds, "episodes": trajectories.len(),
+        "env": env_id, "reuse": reuse, "policy_threads": policy_threads, "seconds": seconds, "episodes": trajectories.len(),
         "turns": turns, "generated_tokens": generated,
         "tokens_per_second": generated as f64 / seconds,
         "prefill_tokens": stats.prefill_tokens, "reused_tokens": stats.reused_tokens,

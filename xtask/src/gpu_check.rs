@@ -219,9 +219,15 @@ impl Binaries {
                 libtorch.display()
             )));
         }
-        section("gpu-check: build (release)");
+        // A folder of its own, so the CUDA build and the CPU one in `target/release` do not
+        // rebuild each other (torch-sys rebuilds whenever LIBTORCH changes).
+        let target = crate::target_dir(root).join("cuda");
+        section(&format!(
+            "gpu-check: build (release, in {})",
+            target.display()
+        ));
         let mut build = crate::cargo(root, Some(&libtorch));
-        build.args([
+        build.env("CARGO_TARGET_DIR", &target).args([
             "build",
             "--release",
             "-p",
@@ -230,9 +236,9 @@ impl Binaries {
             "agentrl",
         ]);
         run("build of the agentrl binary", &mut build)?;
-        let agentrl = crate::target_dir(root).join("release").join("agentrl");
+        let agentrl = target.join("release").join("agentrl");
         let mut tests = crate::cargo(root, Some(&libtorch));
-        tests.args([
+        tests.env("CARGO_TARGET_DIR", &target).args([
             "test",
             "--release",
             "-p",

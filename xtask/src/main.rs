@@ -99,7 +99,8 @@ commands:
                         both end with the same final weights (bytes) and rl_step metrics
   gpu-check [--rounds N] [--steps N] [--prebuilt DIR] | --pack DIR
                         on a machine with an NVIDIA GPU: the CUDA layout of libtorch, the
-                        release build, the CUDA tests (agentrl-trainer/tests/cuda.rs) and
+                        release build (in target/cuda/), the CUDA tests
+                        (agentrl-trainer/tests/cuda.rs) and
                         `bench --vs-trl --device cuda --bf16` (TRL's bf16 mixed precision
                         against agentrl's bf16, MFU against the GPU's bf16 matmul peak;
                         default 2 rounds of 4 steps) into target/gpu-check/; says so and
