@@ -296,39 +296,23 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
                 model.name(),
                 options.rounds
             ));
-            let side = Side {
-                device: &options.device,
-                dtype: trl_dtype,
-            };
-            let trl = run_trl(
-                &python,
-                &script,
-                &dir,
+            let spec = |dtype| RunSpec {
+                dir: &dir,
                 work,
                 model,
                 round,
-                options.steps,
-                side,
-            )?;
+                steps: options.steps,
+                side: Side {
+                    device: &options.device,
+                    dtype,
+                },
+            };
+            let trl = run_trl(&python, &script, spec(trl_dtype))?;
             println!("TRL {trl_dtype}  {:.2} s/step", trl.median_seconds());
             let mut record = json!({"round": round});
             record[format!("trl_{trl_dtype}")] = trl.report(params, peak_of(trl_dtype));
             for &dtype in our_dtypes {
-                let side = Side {
-                    device: &options.device,
-                    dtype,
-                };
-                let ours = run_ours(
-                    root,
-                    exe,
-                    &dir,
-                    work,
-                    model,
-                    round,
-                    options.steps,
-                    side,
-                    JOB.lr,
-                )?;
+                let ours = run_ours(root, exe, spec(dtype), JOB.lr)?;
                 println!("agentrl {dtype}  {:.2} s/step", ours.median_seconds());
                 record[format!("agentrl_{dtype}")] = ours.report(params, peak_of(dtype));
                 // `trl_over_agentrl_f32` for the f32 pair, `trl_f32_over_agentrl_bf16` for
@@ -408,11 +392,18 @@ fn bf16_curve(
         section(&format!(
             "vs-trl: reward curve, SmolLM2 {dtype}, {steps} steps"
         ));
-        let side = Side {
-            device: "cpu",
-            dtype,
+        let spec = RunSpec {
+            dir,
+            work,
+            model: Model::SmolLM2,
+            round: 0,
+            steps,
+            side: Side {
+                device: "cpu",
+                dtype,
+            },
         };
-        let run = run_ours(root, exe, dir, work, Model::SmolLM2, 0, steps, side, lr)?;
+        let run = run_ours(root, exe, spec, lr)?;
         println!("agentrl {dtype}: {:.2} s/step", run.median_seconds());
         curves.push(run.rewards);
     }
@@ -591,6 +582,36 @@ fn parameter_count(dir: &Path) -> Result<f64> {
     Ok(total)
 }
 
+/// One side's run: the model, the work folder, which round, how many steps, where and how.
+#[derive(Clone, Copy)]
+struct RunSpec<'a> {
+    /// The model's Hugging Face directory.
+    dir: &'a Path,
+    /// The work folder (`target/vs-trl` or `target/gpu-check`).
+    work: &'a Path,
+    model: Model,
+    round: usize,
+    steps: usize,
+    side: Side<'a>,
+}
+
+impl RunSpec<'_> {
+    /// `work/runs/WHO-MODEL-DTYPE-ROUND`, emptied and made.
+    fn fresh_run_dir(&self, who: &str) -> Result<PathBuf> {
+        let name = format!(
+            "{who}-{}-{}-{}",
+            self.model.name(),
+            self.side.dtype,
+            self.round
+        );
+        let run_dir = self.work.join("runs").join(name);
+        let _ = fs::remove_dir_all(&run_dir);
+        fs::create_dir_all(&run_dir)
+            .map_err(|e| Failure::new(format!("creating {}: {e}", run_dir.display())))?;
+        Ok(run_dir)
+    }
+}
+
 /// Where and in what dtype one side runs.
 #[derive(Clone, Copy)]
 struct Side<'a> {
@@ -601,23 +622,9 @@ struct Side<'a> {
 }
 
 /// TRL's run of `steps` steps; the job goes to the script as a JSON file.
-#[allow(clippy::too_many_arguments)]
-fn run_trl(
-    python: &Path,
-    script: &Path,
-    dir: &Path,
-    work: &Path,
-    model: Model,
-    round: usize,
-    steps: usize,
-    side: Side,
-) -> Result<SideRun> {
-    let run_dir = work
-        .join("runs")
-        .join(format!("trl-{}-{}-{round}", model.name(), side.dtype));
-    let _ = fs::remove_dir_all(&run_dir);
-    fs::create_dir_all(&run_dir)
-        .map_err(|e| Failure::new(format!("creating {}: {e}", run_dir.display())))?;
+fn run_trl(python: &Path, script: &Path, spec: RunSpec) -> Result<SideRun> {
+    let (dir, steps, side) = (spec.dir, spec.steps, spec.side);
+    let run_dir = spec.fresh_run_dir("trl")?;
     let job = json!({
         "tasks": TASKS,
         "system": SYSTEM,
@@ -672,24 +679,9 @@ fn run_trl(
 }
 
 /// `agentrl train`'s run of `steps` steps with weights in `dtype`.
-#[allow(clippy::too_many_arguments)]
-fn run_ours(
-    root: &Path,
-    exe: &Path,
-    dir: &Path,
-    work: &Path,
-    model: Model,
-    round: usize,
-    steps: usize,
-    side: Side,
-    lr: f64,
-) -> Result<SideRun> {
-    let run_dir =
-        work.join("runs")
-            .join(format!("agentrl-{}-{}-{round}", model.name(), side.dtype));
-    let _ = fs::remove_dir_all(&run_dir);
-    fs::create_dir_all(&run_dir)
-        .map_err(|e| Failure::new(format!("creating {}: {e}", run_dir.display())))?;
+fn run_ours(root: &Path, exe: &Path, spec: RunSpec, lr: f64) -> Result<SideRun> {
+    let (dir, steps, side) = (spec.dir, spec.steps, spec.side);
+    let run_dir = spec.fresh_run_dir("agentrl")?;
     let config = run_dir.join("job.toml");
     fs::write(&config, agentrl_config(dir, steps, side, lr))
         .map_err(|e| Failure::new(format!("writing {}: {e}", config.display())))?;
