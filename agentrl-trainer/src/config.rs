@@ -849,8 +849,8 @@ pub struct PipelineConfig {
     /// group's other episodes.
     pub kv_cache_mib: u64,
     /// libtorch threads each in-process policy thread uses for its forward passes (default:
-    /// `torch_threads`). Cross-policy sampling runs the current policy and its snapshot on
-    /// threads of their own, at once.
+    /// `torch_threads`, or half of it for each of cross-policy sampling's two model threads,
+    /// which run the current policy and its snapshot at once).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy_threads: Option<i32>,
     /// Bit-for-bit reproducible rollouts, so that a run resumed from a checkpoint (or run

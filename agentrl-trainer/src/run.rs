@@ -119,7 +119,19 @@ impl Run {
         learner: &Learner,
         share_trained: bool,
     ) -> Result<(TchPolicy, RolloutContext)> {
-        let policy = self.spawn_policy(learner, self.config.seed ^ 0x5A5A, share_trained)?;
+        let threads = self.config.pipeline.policy_threads;
+        self.rollout_policy_with(learner, share_trained, threads)
+    }
+
+    /// [`Self::rollout_policy`] with `threads` libtorch threads for the model thread.
+    fn rollout_policy_with(
+        &self,
+        learner: &Learner,
+        share_trained: bool,
+        threads: Option<i32>,
+    ) -> Result<(TchPolicy, RolloutContext)> {
+        let seed = self.config.seed ^ 0x5A5A;
+        let policy = self.spawn_policy(learner, seed, share_trained, threads)?;
         let ctx = RolloutContext {
             factory: self.factory.clone(),
             policy: Arc::new(policy.clone()),
@@ -130,10 +142,17 @@ impl Run {
         Ok((policy, ctx))
     }
 
-    /// A model thread serving the learner's weights, with the `[pipeline]` engine settings;
-    /// `seed` seeds its sampling. Frozen tensors are shared with the learner, trained ones too
-    /// when `share_trained` is set (see [`Learner::shared_model`]), the others copied.
-    fn spawn_policy(&self, learner: &Learner, seed: u64, share_trained: bool) -> Result<TchPolicy> {
+    /// A model thread serving the learner's weights, with the `[pipeline]` engine settings and
+    /// `threads` libtorch threads (`None`: the process's); `seed` seeds its sampling. Frozen
+    /// tensors are shared with the learner, trained ones too when `share_trained` is set (see
+    /// [`Learner::shared_model`]), the others copied.
+    fn spawn_policy(
+        &self,
+        learner: &Learner,
+        seed: u64,
+        share_trained: bool,
+        threads: Option<i32>,
+    ) -> Result<TchPolicy> {
         let (vs, model) = learner.shared_model(share_trained)?;
         let format = self.format.clone();
         let pipeline = &self.config.pipeline;
@@ -146,7 +165,7 @@ impl Run {
         let options = EngineOptions {
             session_cache_bytes: cache_mib.saturating_mul(1 << 20),
             prompt_cache_bytes: cache_mib.saturating_mul(1 << 18),
-            threads: pipeline.policy_threads,
+            threads,
             ..EngineOptions::with_max_batch(max_batch)
         };
         TchPolicy::spawn_with_options(
@@ -169,9 +188,14 @@ impl Run {
                 return Err(Error::Config(CROSS_WITH_SERVERS.into()));
             }
             cross.validate().map_err(Error::Config)?;
-            let (current, mut ctx) = self.rollout_policy(learner, false)?;
-            let snapshot =
-                self.spawn_policy(learner, self.config.seed ^ 0x5A5A ^ 0x57A1E, false)?;
+            // Two model threads generate at once: by default they share `torch_threads`.
+            let threads = Some(cross_policy_threads(
+                pipeline.policy_threads,
+                self.config.torch_threads,
+            ));
+            let (current, mut ctx) = self.rollout_policy_with(learner, false, threads)?;
+            let snapshot_seed = self.config.seed ^ 0x5A5A ^ 0x57A1E;
+            let snapshot = self.spawn_policy(learner, snapshot_seed, false, threads)?;
             let policy =
                 cross_rollout_policy(&current, &snapshot, cross, self.config.seed ^ 0xC805)?;
             ctx.policy = Arc::new(policy);
@@ -624,4 +648,24 @@ pub async fn demo_from(config: RunConfig, dir: &Path, sft: Option<&Path>) -> Res
     let text = serde_json::to_string_pretty(&summary).map_err(|e| Error::json("summary", e))?;
     std::fs::write(&path, text).map_err(|e| Error::io("writing", &path, e))?;
     Ok(summary)
+}
+
+/// libtorch threads of each of cross-policy sampling's two model threads: `configured`
+/// (`[pipeline] policy_threads`) when set, else half of `torch_threads` (at least 1), so the
+/// two do not oversubscribe the cores the learner uses in turn.
+fn cross_policy_threads(configured: Option<i32>, torch_threads: i32) -> i32 {
+    configured.unwrap_or((torch_threads / 2).max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cross_policy_model_threads_share_the_torch_threads_unless_configured() {
+        assert_eq!(cross_policy_threads(None, 2), 1);
+        assert_eq!(cross_policy_threads(None, 8), 4);
+        assert_eq!(cross_policy_threads(None, 1), 1);
+        assert_eq!(cross_policy_threads(Some(3), 2), 3);
+    }
 }
