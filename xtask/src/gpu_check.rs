@@ -226,8 +226,14 @@ impl Binaries {
             "gpu-check: build (release, in {})",
             target.display()
         ));
-        let mut build = crate::cargo(root, Some(&libtorch));
-        build.env("CARGO_TARGET_DIR", &target).args([
+        // Every cargo command of the check: the CUDA libtorch, the CUDA target folder.
+        let cuda_cargo = || {
+            let mut cmd = crate::cargo(root, Some(&libtorch));
+            cmd.env("CARGO_TARGET_DIR", &target);
+            cmd
+        };
+        let mut build = cuda_cargo();
+        build.args([
             "build",
             "--release",
             "-p",
@@ -237,8 +243,8 @@ impl Binaries {
         ]);
         run("build of the agentrl binary", &mut build)?;
         let agentrl = target.join("release").join("agentrl");
-        let mut tests = crate::cargo(root, Some(&libtorch));
-        tests.env("CARGO_TARGET_DIR", &target).args([
+        let mut tests = cuda_cargo();
+        tests.args([
             "test",
             "--release",
             "-p",
