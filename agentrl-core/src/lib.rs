@@ -23,6 +23,7 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod message;
+pub mod packing;
 pub mod policy;
 pub mod reward;
 pub mod rng;

@@ -4,7 +4,7 @@
 //! reused across turns (exactly), only as far as the new prompt shares them, never across a
 //! weight update, within a byte budget, and freed when the session ends or its caller leaves;
 //! identical prompts are computed once and shared, and prompts that start alike share their
-//! common prefix.
+//! common prefix; a step's prefill runs rows of very different lengths in separate passes.
 #![cfg(feature = "tch")]
 
 use std::time::Duration;
@@ -273,6 +273,33 @@ async fn llama_sessions_reuse_their_keys_and_values_exactly() {
     let got = three_turns(&with, Some("episode")).await;
     assert_same(&got, &want, 1e-5, "llama, reused");
     assert!(with.stats().reused_tokens > 40, "{:?}", with.stats());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_prompt_does_not_pad_short_ones_in_its_prefill_step() {
+    // One call, so every row joins in the same step: a 200-id prompt and twenty 2-id ones.
+    // Padded into one pass they would cost 21 × 200 positions; split by length, two passes.
+    let mut requests = vec![GenerationRequest::new(
+        (0..200).map(|i| (i * 5 + 1) % 48).collect(),
+        SamplingParams::greedy(3),
+    )];
+    for i in 0..20u32 {
+        let params = SamplingParams {
+            max_new_tokens: 3,
+            seed: Some(u64::from(i)),
+            ..Default::default()
+        };
+        requests.push(GenerationRequest::new(vec![i % 48, (i * 3) % 48], params));
+    }
+    let requests = seeded(requests);
+    let (vs, m) = gpt(21);
+    let want = reference(&m, &requests);
+    let policy = TchPolicy::spawn_with_options(vs, m, no_caches(), 0, None).unwrap();
+    let got = policy.generate(requests.clone()).await.unwrap();
+    assert_same(&got, &want, 1e-5, "one call of mixed prompt lengths");
+    let stats = policy.stats();
+    assert_eq!(stats.prefill_tokens, 200 + 20 * 2, "{stats:?}");
+    assert_eq!(stats.prefill_batches, 2, "{stats:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

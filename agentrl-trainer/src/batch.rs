@@ -1,5 +1,6 @@
 //! Trajectories packed into right-padded tensors for the learner's forward passes.
 
+use agentrl_core::packing::length_runs;
 use agentrl_core::{TokenId, Trajectory};
 use tch::{Device, Tensor};
 
@@ -269,49 +270,19 @@ pub fn pack_by_length(
     by_length.sort_by_key(|(length, _)| *length);
     let (lengths, sorted): (Vec<usize>, Vec<&Trajectory>) = by_length.into_iter().unzip();
     let mut start = 0;
-    length_runs(&lengths, max_rows, max_padded_tokens)
-        .into_iter()
-        .map(|end| {
-            let run = pack(&sorted[start..end], device);
-            start = end;
-            run
-        })
-        .collect()
-}
-
-/// The ends of the runs [`pack_by_length`] cuts ascending `lengths` into: a shortest-path
-/// search over cut points, `O(n²)` for `n` rows.
-fn length_runs(lengths: &[usize], max_rows: usize, max_padded_tokens: usize) -> Vec<usize> {
-    let n = lengths.len();
-    // cost[j]: the cheapest packing of the first j rows; cut[j]: where its last run starts.
-    let mut cost = vec![usize::MAX; n + 1];
-    let mut cut = vec![0; n + 1];
-    cost[0] = 0;
-    for end in 1..=n {
-        let longest = lengths[end - 1];
-        for start in (0..end).rev() {
-            let rows = end - start;
-            let padded = rows * longest;
-            if rows > 1 && ((max_rows != 0 && rows > max_rows) || padded > max_padded_tokens) {
-                break;
-            }
-            let total = cost[start]
-                .saturating_add(padded)
-                .saturating_add(MICRO_BATCH_OVERHEAD_TOKENS);
-            if total < cost[end] {
-                cost[end] = total;
-                cut[end] = start;
-            }
-        }
-    }
-    let mut ends = Vec::new();
-    let mut end = n;
-    while end > 0 {
-        ends.push(end);
-        end = cut[end];
-    }
-    ends.reverse();
-    ends
+    length_runs(
+        &lengths,
+        max_rows,
+        max_padded_tokens,
+        MICRO_BATCH_OVERHEAD_TOKENS,
+    )
+    .into_iter()
+    .map(|end| {
+        let run = pack(&sorted[start..end], device);
+        start = end;
+        run
+    })
+    .collect()
 }
 
 /// The trained (policy) tokens of packed micro-batches, at least 1: the loss denominator.
@@ -403,59 +374,6 @@ mod tests {
             .collect();
         assert_eq!(rows, [3, 1, 1]);
         assert!(pack_by_length(&[], 0, 40, Device::Cpu).is_empty());
-    }
-
-    /// The cost [`length_runs`] minimises, of the runs ending at `ends`.
-    fn packing_cost(lengths: &[usize], ends: &[usize]) -> usize {
-        let mut start = 0;
-        ends.iter()
-            .map(|&end| {
-                let cost = (end - start) * lengths[end - 1] + MICRO_BATCH_OVERHEAD_TOKENS;
-                start = end;
-                cost
-            })
-            .sum()
-    }
-
-    #[test]
-    fn length_runs_are_the_cheapest_cut_within_the_limits() {
-        // Every way to cut ten sorted lengths (2^9), checked against the search's answer.
-        let mut state = 7u64;
-        for _ in 0..40 {
-            let mut lengths: Vec<usize> = (0..10)
-                .map(|_| {
-                    state = state
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    1 + (state >> 33) as usize % 300
-                })
-                .collect();
-            lengths.sort();
-            let (max_rows, budget) = (4, 900);
-            let found = length_runs(&lengths, max_rows, budget);
-            let fits = |ends: &[usize]| {
-                let mut start = 0;
-                ends.iter().all(|&end| {
-                    let rows = end - start;
-                    let ok = rows == 1 || (rows <= max_rows && rows * lengths[end - 1] <= budget);
-                    start = end;
-                    ok
-                })
-            };
-            assert_eq!(found.last(), Some(&lengths.len()));
-            assert!(fits(&found), "{lengths:?} cut at {found:?}");
-            let best = (0u32..1 << 9)
-                .map(|cuts| {
-                    let mut ends: Vec<usize> =
-                        (1..10).filter(|i| cuts >> (i - 1) & 1 == 1).collect();
-                    ends.push(10);
-                    ends
-                })
-                .filter(|ends| fits(ends))
-                .map(|ends| packing_cost(&lengths, &ends))
-                .min();
-            assert_eq!(Some(packing_cost(&lengths, &found)), best, "{lengths:?}");
-        }
     }
 
     #[test]

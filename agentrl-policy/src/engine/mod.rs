@@ -23,6 +23,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use agentrl_core::packing::length_runs;
 use agentrl_core::{Error, Result, SeededRng, TokenId};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
@@ -383,27 +384,43 @@ impl<M: PolicyModel> Engine<M> {
         self.prompts.put(prompt_key(row.prompt_hash), prefix);
     }
 
-    /// Feeds the next chunk of every prefilling row (up to the token budget) in one forward
-    /// pass; rows whose prompt is then complete sample their first token.
+    /// Feeds the next chunk of every prefilling row (up to the token budget). The rows, sorted
+    /// by chunk length, go through the model in runs of similar length (cut as
+    /// [`length_runs`] cuts the learner's micro-batches), so one long prompt does not pad a
+    /// hundred one-id continuations to its width. Rows whose prompt is then complete sample
+    /// their first token.
     fn prefill(&mut self) -> Result<()> {
         let chunk = self.options.prefill_chunk.max(1);
+        let budget = self.options.prefill_tokens;
         let mut picked: Vec<(usize, usize)> = Vec::new();
-        let mut width = 0;
+        let mut total = 0;
         for (i, row) in self.running.iter().enumerate() {
             if !row.prefilling() {
                 continue;
             }
             let n = (row.prompt.len() - row.cached).min(chunk);
-            let w = width.max(n);
-            if !picked.is_empty() && (picked.len() + 1) * w > self.options.prefill_tokens {
+            if !picked.is_empty() && total + n > budget {
                 break;
             }
             picked.push((i, n));
-            width = w;
+            total += n;
         }
-        if picked.is_empty() {
-            return Ok(());
+        picked.sort_by_key(|&(_, n)| n);
+        let lengths: Vec<usize> = picked.iter().map(|&(_, n)| n).collect();
+        let mut finished = Vec::new();
+        let mut start = 0;
+        for end in length_runs(&lengths, 0, budget, PREFILL_PASS_TOKENS) {
+            self.prefill_run(&picked[start..end], &mut finished)?;
+            start = end;
         }
+        self.retire(finished);
+        Ok(())
+    }
+
+    /// One prefill forward pass over `picked` (running row, ids to feed), padded to the
+    /// longest; adds the rows that finished with their first token to `finished`.
+    fn prefill_run(&mut self, picked: &[(usize, usize)], finished: &mut Vec<usize>) -> Result<()> {
+        let width = picked.iter().map(|&(_, n)| n).max().unwrap_or(0);
         let context = self.model.context_len();
         let b = picked.len();
         let mut ids = vec![0i64; b * width];
@@ -435,7 +452,6 @@ impl<M: PolicyModel> Engine<M> {
         let logits = self.forward(&slots, &ids, &positions, &write_at, &last, shape)?;
         self.stats.prefill_batches += 1;
         let vocab = self.model.vocab_size();
-        let mut finished = Vec::new();
         for (r, &(i, n)) in picked.iter().enumerate() {
             self.stats.prefill_tokens += n as u64;
             self.running[i].cached += n;
@@ -447,7 +463,6 @@ impl<M: PolicyModel> Engine<M> {
                 finished.push(i);
             }
         }
-        self.retire(finished);
         Ok(())
     }
 
@@ -657,6 +672,10 @@ impl<M: PolicyModel> Engine<M> {
 /// Fewest leading ids a prompt must share with a cached prompt to copy them (shorter matches,
 /// such as a lone start token, are not worth a copy).
 const MIN_SHARED_PREFIX: usize = 8;
+
+/// Fixed cost of one more prefill forward pass in a step, in padded ids: a split of the rows
+/// by length must save more padding than this to be worth a pass.
+const PREFILL_PASS_TOKENS: usize = 256;
 
 /// The prompt cache's key for a prompt with hash `hash` (one entry per distinct prompt; a
 /// collision only replaces an entry: every hit is checked against the cached ids).
