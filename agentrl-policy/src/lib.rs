@@ -10,9 +10,9 @@
 //! each session's keys and values between its turns ([`EngineOptions`], [`EngineStats`]),
 //! Llama-family models ([`llama`]),
 //! model loading with chat formats and AgentRL's own checkpoints ([`load`], [`checkpoint`]) and
-//! the choice of device ([`device`]). The `serve` feature adds [`serve`]: `agentrl serve` (an
-//! OpenAI-compatible HTTP server for a model), `agentrl chat` and `agentrl logprobs`, each a clap
-//! `Args` struct and a `run` function any binary can call.
+//! the choice of device ([`device`]). The `serve` feature adds the `serve` module: `agentrl
+//! serve` (an OpenAI-compatible HTTP server for a model), `agentrl chat` and `agentrl logprobs`,
+//! each a clap `Args` struct and a `run` function any binary can call.
 //!
 //! ```
 //! use agentrl_core::{Message, ToolCall};

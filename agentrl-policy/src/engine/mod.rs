@@ -3,7 +3,8 @@
 //! The model thread keeps one running batch of rows, each in its own slot of keys and values
 //! (`slots`). Every step it first prefills rows that joined (their prompts fed in chunks, at
 //! most [`EngineOptions::prefill_chunk`] ids per row and step, so decoding rows are not stalled
-//! for long), then runs one decode step over every row that is generating. A row leaves the
+//! for long; rows of very different chunk lengths go through separate forward passes), then
+//! runs one decode step over every row that is generating. A row leaves the
 //! moment it finishes and its slot takes the next waiting request; nobody waits for the
 //! slowest row.
 //!
@@ -48,7 +49,8 @@ pub struct EngineOptions {
     pub prompt_cache_bytes: u64,
     /// Most prompt ids of one row fed in one step.
     pub prefill_chunk: usize,
-    /// Most ids (rows × the longest chunk) in one prefill forward pass.
+    /// Most prompt ids fed in one step, and most padded ids (rows × the longest chunk) in one
+    /// of its prefill forward passes (a single longer row still gets a pass of its own).
     pub prefill_tokens: usize,
     /// libtorch threads of the model thread's own forward passes (`None`: the process-wide
     /// setting). Two policies on one machine's cores, such as cross-policy sampling's current
