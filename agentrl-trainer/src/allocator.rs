@@ -24,7 +24,7 @@ const USER_SETTINGS: [&str; 4] = [
 
 /// Has glibc's `malloc` keep large freed blocks for reuse (no `mmap` per block, no trimming of
 /// the heap below 2 GiB) in one heap for all threads; returns whether it did. Call it first thing in `main`, before any
-/// thread starts. Does nothing when one of [`USER_SETTINGS`] is set, or off glibc.
+/// thread starts. Does nothing when one of `USER_SETTINGS` is set, or off glibc.
 pub fn keep_freed_memory() -> bool {
     if USER_SETTINGS.iter().any(|v| std::env::var_os(v).is_some()) {
         return false;

@@ -204,7 +204,7 @@ pub fn save_evaluation(
 
 /// Plays `tasks` (each with its group id) with `params` (greedy by default:
 /// [`SamplingParams::greedy`]), all concurrently, and scores the episodes with `reward` when
-/// there is one (see [`score_episodes`]); returns the report and the trajectories.
+/// there is one (see `score_episodes`); returns the report and the trajectories.
 pub async fn evaluate(
     ctx: &RolloutContext,
     tasks: Vec<(Task, u64)>,

@@ -7,7 +7,7 @@
 //! fp32 whatever the weights' dtype: a low-precision weight takes its value from its master
 //! copy after every step, so small updates accumulate instead of rounding away. A bf16 weight
 //! takes it stochastically rounded, so the weights the model computes with follow the master
-//! in expectation from the first step on (see [`stochastic_bf16`]).
+//! in expectation from the first step on (see `stochastic_bf16`).
 
 mod fused;
 

@@ -32,7 +32,9 @@ commands:
   setup [--cpu|--cuda]  provision libtorch 2.13.0 into .libtorch/ (CPU layout, or the CUDA
                         layout when `nvidia-smi -L` finds a GPU); a re-run is instant
   test [args...]        setup, check that core/env/tools/reward do not depend on tch, the
-                        import-circle check (`cycles`), then `cargo test --workspace [args...]`
+                        import-circle check (`cycles`), then `cargo test --workspace [args...]`;
+                        without args also `cargo doc --workspace --no-deps`, whose warnings
+                        (a broken or private link) fail
   features [PKG...]     `cargo check` each library crate with --no-default-features and with
                         each feature of its [features] table alone (agentrl-trainer: defaults
                         only), failing on errors and warnings; prints each combination's number
@@ -231,8 +233,9 @@ fn cmd_setup(args: &[OsString]) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask test`: setup, the tch-free dependency check, the import-circle check, then the
-/// workspace tests.
+/// `cargo xtask test`: setup, the tch-free dependency check, the import-circle check, the
+/// workspace tests, then (for a full run, without arguments) the API docs with rustdoc's
+/// warnings as errors.
 fn cmd_test(args: &[OsString]) -> Result<()> {
     let root = repo_root()?;
     let libtorch = prepare_libtorch(&root)?;
@@ -242,7 +245,15 @@ fn cmd_test(args: &[OsString]) -> Result<()> {
     section("cargo test --workspace");
     let mut cmd = cargo(&root, libtorch.as_deref());
     cmd.args(["test", "--workspace"]).args(args);
-    run("cargo test", &mut cmd)
+    run("cargo test", &mut cmd)?;
+    if !args.is_empty() {
+        return Ok(());
+    }
+    section("cargo doc --workspace --no-deps (rustdoc warnings fail)");
+    let mut cmd = cargo(&root, libtorch.as_deref());
+    cmd.args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run("cargo doc", &mut cmd)
 }
 
 /// `cargo xtask demo [--multitask]`: setup, the build of `agentrl` the demo needs, then the

@@ -63,7 +63,7 @@ impl Fetched {
 
 /// The HTTP client of the web tools for URLs under `allow`: no system proxy, no automatic
 /// redirects (each hop must pass the allowlist, so callers follow them themselves), and names
-/// resolved without internal answers unless `allow` accepts them (see [`super::resolve`]).
+/// resolved without internal answers unless `allow` accepts them (see `super::resolve`).
 pub fn web_client(allow: &UrlAllowlist) -> Result<Client, String> {
     let resolver = GuardedResolver {
         allow_private: allow.allows_private_dns(),

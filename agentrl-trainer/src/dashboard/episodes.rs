@@ -146,7 +146,7 @@ pub struct BadLine {
 pub struct FileIndex {
     /// The episodes, in file order.
     pub episodes: Vec<EpisodeSummary>,
-    /// The first malformed lines (at most [`MAX_BAD_LINES_KEPT`]).
+    /// The first malformed lines (at most `MAX_BAD_LINES_KEPT`).
     pub bad_lines: Vec<BadLine>,
     /// How many malformed lines there are.
     pub bad_line_count: usize,

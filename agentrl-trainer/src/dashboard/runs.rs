@@ -199,7 +199,7 @@ pub struct BadMetricsLine {
 }
 
 /// Records of `path` from byte `since` on: complete lines only (a last line without its
-/// newline is left for the next read), at most [`METRICS_CHUNK_BYTES`] at a time. A missing
+/// newline is left for the next read), at most `METRICS_CHUNK_BYTES` at a time. A missing
 /// file is an empty chunk; an offset past the end (the file was rewritten) restarts at 0.
 pub fn read_metrics(path: &Path, since: u64) -> std::io::Result<MetricsChunk> {
     let mut file = match std::fs::File::open(path) {
@@ -244,7 +244,7 @@ fn push_record(chunk: &mut MetricsChunk, line: &[u8], offset: u64) {
     }
 }
 
-/// The last record of each `kind` in the last [`METRICS_TAIL_BYTES`] of `path`, and the
+/// The last record of each `kind` in the last `METRICS_TAIL_BYTES` of `path`, and the
 /// `step` of the last record that has one.
 pub fn last_metrics(path: &Path) -> std::io::Result<(BTreeMap<String, Value>, Option<u64>)> {
     let len = match std::fs::metadata(path) {
@@ -277,7 +277,7 @@ pub fn last_metrics(path: &Path) -> std::io::Result<(BTreeMap<String, Value>, Op
     Ok((last, last_step))
 }
 
-/// The run's `config.toml` (at most [`CONFIG_MAX_BYTES`]), if any.
+/// The run's `config.toml` (at most `CONFIG_MAX_BYTES`), if any.
 pub fn config_text(dir: &Path) -> std::io::Result<Option<String>> {
     let path = dir.join(CONFIG_FILE);
     match std::fs::File::open(&path) {

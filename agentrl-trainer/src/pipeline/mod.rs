@@ -29,10 +29,10 @@
 //!   ([`run_group_on_current_weights`](crate::rollout::run_group_on_current_weights)), so an episode running when new weights arrive is
 //!   cancelled and its group played again under them.
 //!
-//! The pieces: [`producer`] rolls out and scores groups, the learner thread
-//! ([`learner_loop`]) takes them step by step, [`shaping`] holds the overlong penalty and mask
-//! and the dynamic-sampling test, [`updates`] the advantages and the policy (and critic)
-//! update, and [`step_record`] the step's `metrics.jsonl` record.
+//! The pieces: `producer` rolls out and scores groups, the learner thread
+//! (`learner_loop`) takes them step by step, `shaping` holds the overlong penalty and mask
+//! and the dynamic-sampling test, `updates` the advantages and the policy (and critic)
+//! update, and `step_record` the step's `metrics.jsonl` record.
 
 mod learner_loop;
 mod producer;
