@@ -1,24 +1,26 @@
 //! Cutting rows of different lengths into padded batches: the search both the learner's
 //! micro-batches and the policy engine's prefill passes use.
 
-/// The ends of the runs that ascending `lengths` are cut into, each run becoming one padded
-/// batch (rows × its longest row): the cut with the fewest padded tokens plus `run_cost`
-/// tokens per run, with at most `max_rows` rows (0: no limit) and at most `max_padded_tokens`
-/// padded tokens in each (a longer row gets a run of its own). A shortest-path search over the
-/// cut points, `O(n²)` for `n` rows.
+use std::ops::Range;
+
+/// The runs (index ranges, in order) that ascending `lengths` are cut into, each run becoming
+/// one padded batch (rows × its longest row): the cut with the fewest padded tokens plus
+/// `run_cost` tokens per run, with at most `max_rows` rows (0: no limit) and at most
+/// `max_padded_tokens` padded tokens in each (a longer row gets a run of its own). A
+/// shortest-path search over the cut points, `O(n²)` for `n` rows.
 ///
 /// ```
 /// use agentrl_core::packing::length_runs;
 ///
-/// // Three short rows and two long ones: two batches, [0, 3) and [3, 5).
-/// assert_eq!(length_runs(&[3, 4, 5, 50, 60], 0, 1_000, 64), [3, 5]);
+/// // Three short rows and two long ones: two batches.
+/// assert_eq!(length_runs(&[3, 4, 5, 50, 60], 0, 1_000, 64), [0..3, 3..5]);
 /// ```
 pub fn length_runs(
     lengths: &[usize],
     max_rows: usize,
     max_padded_tokens: usize,
     run_cost: usize,
-) -> Vec<usize> {
+) -> Vec<Range<usize>> {
     let n = lengths.len();
     // cost[j]: the cheapest packing of the first j rows; cut[j]: where its last run starts.
     let mut cost = vec![usize::MAX; n + 1];
@@ -39,14 +41,14 @@ pub fn length_runs(
             }
         }
     }
-    let mut ends = Vec::new();
+    let mut runs = Vec::new();
     let mut end = n;
     while end > 0 {
-        ends.push(end);
+        runs.push(cut[end]..end);
         end = cut[end];
     }
-    ends.reverse();
-    ends
+    runs.reverse();
+    runs
 }
 
 #[cfg(test)]
@@ -82,7 +84,10 @@ mod tests {
                 .collect();
             lengths.sort();
             let (max_rows, budget) = (4, 900);
-            let found = length_runs(&lengths, max_rows, budget, RUN_COST);
+            let found: Vec<usize> = length_runs(&lengths, max_rows, budget, RUN_COST)
+                .into_iter()
+                .map(|run| run.end)
+                .collect();
             let fits = |ends: &[usize]| {
                 let mut start = 0;
                 ends.iter().all(|&end| {
@@ -111,8 +116,8 @@ mod tests {
     #[test]
     fn no_rows_no_runs_and_equal_rows_stay_together() {
         assert!(length_runs(&[], 0, 100, RUN_COST).is_empty());
-        assert_eq!(length_runs(&[7; 12], 0, 1_000, RUN_COST), [12]);
+        assert_eq!(length_runs(&[7; 12], 0, 1_000, RUN_COST), vec![0..12]);
         // A run cost of zero never pays for padding.
-        assert_eq!(length_runs(&[1, 2, 3], 0, 1_000, 0), [1, 2, 3]);
+        assert_eq!(length_runs(&[1, 2, 3], 0, 1_000, 0), [0..1, 1..2, 2..3]);
     }
 }

@@ -269,7 +269,6 @@ pub fn pack_by_length(
         trajectories.iter().map(|t| (t.num_tokens(), *t)).collect();
     by_length.sort_by_key(|(length, _)| *length);
     let (lengths, sorted): (Vec<usize>, Vec<&Trajectory>) = by_length.into_iter().unzip();
-    let mut start = 0;
     length_runs(
         &lengths,
         max_rows,
@@ -277,11 +276,7 @@ pub fn pack_by_length(
         MICRO_BATCH_OVERHEAD_TOKENS,
     )
     .into_iter()
-    .map(|end| {
-        let run = pack(&sorted[start..end], device);
-        start = end;
-        run
-    })
+    .map(|run| pack(&sorted[run], device))
     .collect()
 }
 

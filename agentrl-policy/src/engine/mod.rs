@@ -407,13 +407,14 @@ impl<M: PolicyModel> Engine<M> {
             picked.push((i, n));
             total += n;
         }
+        if picked.is_empty() {
+            return Ok(());
+        }
         picked.sort_by_key(|&(_, n)| n);
         let lengths: Vec<usize> = picked.iter().map(|&(_, n)| n).collect();
         let mut finished = Vec::new();
-        let mut start = 0;
-        for end in length_runs(&lengths, 0, budget, PREFILL_PASS_TOKENS) {
-            self.prefill_run(&picked[start..end], &mut finished)?;
-            start = end;
+        for run in length_runs(&lengths, 0, budget, PREFILL_PASS_TOKENS) {
+            self.prefill_run(&picked[run], &mut finished)?;
         }
         self.retire(finished);
         Ok(())
