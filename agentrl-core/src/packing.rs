@@ -54,6 +54,7 @@ pub fn length_runs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SeededRng;
 
     const RUN_COST: usize = 64;
 
@@ -72,16 +73,9 @@ mod tests {
     #[test]
     fn length_runs_are_the_cheapest_cut_within_the_limits() {
         // Every way to cut ten sorted lengths (2^9), checked against the search's answer.
-        let mut state = 7u64;
+        let mut rng = SeededRng::new(7);
         for _ in 0..40 {
-            let mut lengths: Vec<usize> = (0..10)
-                .map(|_| {
-                    state = state
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    1 + (state >> 33) as usize % 300
-                })
-                .collect();
+            let mut lengths: Vec<usize> = (0..10).map(|_| rng.range(1, 300) as usize).collect();
             lengths.sort();
             let (max_rows, budget) = (4, 900);
             let found: Vec<usize> = length_runs(&lengths, max_rows, budget, RUN_COST)
