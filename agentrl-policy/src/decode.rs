@@ -98,23 +98,25 @@ pub(crate) trait CachedDecoder: Send + 'static {
 /// reads key head `i / (H / KV)`), with `bias` `[B, 1, T, S]` added to the scores, or a causal
 /// mask when there is none.
 ///
-/// A grouped decode step in f32 (one query per row, several query heads per key head) runs as
-/// two batched matrix products over the groups, so the cached keys and values are read in
-/// place instead of being repeated per head first. Everything else (one query head per key
-/// head, prefill, training, bf16, whose scores SDPA keeps in f32) goes to SDPA, which reads the
-/// slots' strided keys faster than a matrix product does.
+/// A decode step (one query per row) with a bias runs as two batched matrix products over
+/// the key heads, so the cached keys and values are read in place instead of being repeated
+/// per query head first: in f32 when several query heads share a key head, and always for
+/// 16-bit models, whose queries, keys and values go to f32 for it (scores and weights in f32,
+/// as SDPA keeps them). libtorch's CPU SDPA runs a 16-bit decode step as one matrix-vector
+/// product per row and head, each starting OpenMP threads of its own inside its parallel loop
+/// (7× slower than the matrix products at SmolLM2's decode shape). Everything else (one f32 query head per key head, prefill,
+/// training) goes to SDPA, which reads the slots' strided keys faster than a matrix product
+/// does.
 pub(crate) fn attention(q: &Tensor, k: &Tensor, v: &Tensor, bias: Option<&Tensor>) -> Tensor {
-    let (b, h, t, hd) = q.size4().unwrap_or((1, 1, 1, 1));
-    let (kv, s) = (k.size()[1], k.size()[2]);
-    let rep = h / kv;
+    let (h, t) = (q.size()[1], q.size()[2]);
+    let rep = h / k.size()[1];
     match bias {
         Some(bias) if t == 1 && rep > 1 && q.kind() == Kind::Float => {
-            let q = q.reshape([b, kv, rep, hd]) * (1.0 / (hd as f64).sqrt());
-            let scores = q.matmul(&k.transpose(-1, -2)) + bias.view([b, 1, 1, s]);
-            scores
-                .softmax(-1, Kind::Float)
-                .matmul(v)
-                .reshape([b, h, 1, hd])
+            decode_attention(q, k, v, bias)
+        }
+        Some(bias) if t == 1 && q.kind() != Kind::Float => {
+            let f32 = |x: &Tensor| x.to_kind(Kind::Float);
+            decode_attention(&f32(q), &f32(k), &f32(v), bias).to_kind(q.kind())
         }
         _ => Tensor::scaled_dot_product_attention(
             q,
@@ -127,6 +129,20 @@ pub(crate) fn attention(q: &Tensor, k: &Tensor, v: &Tensor, bias: Option<&Tensor
             false,
         ),
     }
+}
+
+/// One decode step's attention, queries `[B, H, 1, hd]` over keys and values `[B, KV, S, hd]`
+/// with `bias` `[B, 1, 1, S]` added to the scores: the `H / KV` query heads of a key head are
+/// the rows of one matrix product against its keys.
+fn decode_attention(q: &Tensor, k: &Tensor, v: &Tensor, bias: &Tensor) -> Tensor {
+    let (b, h, _, hd) = q.size4().unwrap_or((1, 1, 1, 1));
+    let (kv, s) = (k.size()[1], k.size()[2]);
+    let q = q.reshape([b, kv, h / kv, hd]) * (1.0 / (hd as f64).sqrt());
+    let scores = q.matmul(&k.transpose(-1, -2)) + bias.to_kind(Kind::Float).view([b, 1, 1, s]);
+    scores
+        .softmax(-1, Kind::Float)
+        .matmul(v)
+        .reshape([b, h, 1, hd])
 }
 
 /// Repeats `[B, KV, T, hd]` key/value heads `n_rep` times to `[B, KV * n_rep, T, hd]`.
@@ -861,6 +877,51 @@ mod tests {
     /// One character per id: `a` + id.
     fn letters() -> Detokenizer {
         Arc::new(|ids: &[TokenId]| ids.iter().map(|&i| char::from(b'a' + i as u8)).collect())
+    }
+
+    /// Queries `[2, H, 1, 8]` over keys and values `[2, KV, 5, 8]`, every fourth key of row 1
+    /// masked, in `kind`; and SDPA's answer computed in f32 from the same (rounded) values.
+    fn decode_case(h: i64, kv: i64, kind: Kind) -> (Tensor, Tensor, Tensor, Tensor, Tensor) {
+        tch::manual_seed(7);
+        let q = Tensor::randn([2, h, 1, 8], (Kind::Float, Device::Cpu)).to_kind(kind);
+        let k = Tensor::randn([2, kv, 5, 8], (Kind::Float, Device::Cpu)).to_kind(kind);
+        let v = Tensor::randn([2, kv, 5, 8], (Kind::Float, Device::Cpu)).to_kind(kind);
+        let mut bias = vec![0f32; 10];
+        bias[5] = f32::NEG_INFINITY;
+        bias[9] = f32::NEG_INFINITY;
+        let bias = Tensor::from_slice(&bias).view([2, 1, 1, 5]);
+        let f32 = |x: &Tensor| x.to_kind(Kind::Float);
+        let want = Tensor::scaled_dot_product_attention(
+            &f32(&q),
+            &repeat_kv(&f32(&k), h / kv),
+            &repeat_kv(&f32(&v), h / kv),
+            Some(&bias),
+            0.0,
+            false,
+            None,
+            false,
+        );
+        (q, k, v, bias.to_kind(kind), want)
+    }
+
+    #[test]
+    fn a_decode_step_attends_as_sdpa_does_in_f32_and_in_bf16() {
+        for (h, kv) in [(4, 4), (6, 2)] {
+            let (q, k, v, bias, want) = decode_case(h, kv, Kind::Float);
+            let got = attention(&q, &k, &v, Some(&bias));
+            let diff = (got - &want).abs().max().double_value(&[]);
+            assert!(diff < 1e-5, "f32, {h} heads over {kv}: off by {diff}");
+            // bf16: the products in f32 on the rounded inputs, the result rounded once.
+            let (q, k, v, bias, want) = decode_case(h, kv, Kind::BFloat16);
+            let got = attention(&q, &k, &v, Some(&bias));
+            assert_eq!(got.kind(), Kind::BFloat16);
+            assert_eq!(got.size(), want.size());
+            let diff = (got.to_kind(Kind::Float) - &want)
+                .abs()
+                .max()
+                .double_value(&[]);
+            assert!(diff < 1e-2, "bf16, {h} heads over {kv}: off by {diff}");
+        }
     }
 
     #[test]
