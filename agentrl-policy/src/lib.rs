@@ -61,6 +61,8 @@ pub mod load;
 pub mod serve;
 #[cfg(feature = "tch")]
 pub mod tch_policy;
+#[cfg(feature = "tch")]
+pub mod threads;
 
 pub use chat::{ChatFormat, ParsedAction, TinyChatFormat};
 pub use cross::CrossPolicy;
@@ -78,3 +80,5 @@ pub use tch_policy::{
     EngineOptions, EngineStats, GenerationStream, NamedWeights, StreamedToken, TchPolicy,
     snapshot_weights,
 };
+#[cfg(feature = "tch")]
+pub use threads::set_torch_threads;

@@ -597,3 +597,43 @@ async fn bad_requests_fail_their_own_call_only() {
     let g = policy.generate(vec![full]).await.unwrap();
     assert!(g[0].ids.is_empty());
 }
+
+#[test]
+fn work_runs_on_the_model_thread_with_its_thread_count_and_a_panic_is_an_error() {
+    let options = EngineOptions {
+        threads: Some(1),
+        ..EngineOptions::default()
+    };
+    let policy = spawn_gpt(11, options);
+    let (name, threads) = policy
+        .run_on_model_thread(Some(2), || {
+            let name = std::thread::current().name().map(str::to_string);
+            (name, tch::get_num_threads())
+        })
+        .unwrap();
+    assert_eq!(name.as_deref(), Some("agentrl-policy"));
+    assert_eq!(threads, 2);
+    // The model thread's own count is back once the work is done.
+    let own = policy
+        .run_on_model_thread(None, tch::get_num_threads)
+        .unwrap();
+    assert_eq!(own, 1);
+    let err = policy
+        .run_on_model_thread(None, || panic!("a failing update"))
+        .map(|_: ()| ())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("panicked"), "{err}");
+    // The thread still serves.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let g = rt
+        .block_on(policy.generate(vec![GenerationRequest::new(
+            vec![1, 2],
+            SamplingParams::greedy(3),
+        )]))
+        .unwrap();
+    assert_eq!(g[0].ids.len(), 3);
+    assert_eq!(policy.run_on_model_thread(None, || 7).unwrap(), 7);
+}

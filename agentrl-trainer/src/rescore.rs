@@ -148,7 +148,7 @@ pub fn build_reward(config: &RunConfig, judge_checkpoint: Option<&Path>) -> Resu
             checkpoint.display()
         )));
     }
-    tch::set_num_threads(config.torch_threads);
+    agentrl_policy::set_torch_threads(config.torch_threads);
     let format: Arc<dyn ChatFormat> = Arc::new(TinyChatFormat::new());
     let judge = Arc::new(tch_judge(
         &config.model,

@@ -75,7 +75,7 @@ impl Run {
             .map_err(|e| Error::Config(format!("serialising the config: {e}")))?;
         let copy = dir.join("config.toml");
         std::fs::write(&copy, text).map_err(|e| Error::io("writing", &copy, e))?;
-        tch::set_num_threads(config.torch_threads);
+        agentrl_policy::set_torch_threads(config.torch_threads);
         tch::manual_seed(config.seed as i64);
         let format: Arc<dyn ChatFormat> = match config.model.pretrained() {
             None => Arc::new(TinyChatFormat::new()),
@@ -93,7 +93,28 @@ impl Run {
     /// A learner with freshly initialised weights (tiny GPT) or the pretrained model's (with
     /// fresh LoRA adapters when `[lora]` is set), then loaded from `init` when given (a
     /// checkpoint of the same kind: all weights, or the adapters).
+    ///
+    /// The work runs on a thread of its own that ends with it: libgomp keeps an OpenMP team
+    /// for every thread that ran a parallel libtorch operation, and a team left idle on the
+    /// calling thread would slow the teams that work later (see
+    /// `TchPolicy::run_on_model_thread`).
     pub fn learner(&self, lr: f64, init: Option<&Path>) -> Result<Learner> {
+        let threads = self.config.torch_threads;
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("agentrl-load".into())
+                .spawn_scoped(scope, || {
+                    agentrl_policy::set_torch_threads(threads);
+                    self.learner_here(lr, init)
+                })
+                .map_err(|e| Error::Trainer(format!("could not start the loading thread: {e}")))?
+                .join()
+                .map_err(|_| Error::Trainer("the loading thread panicked".into()))?
+        })
+    }
+
+    /// [`Self::learner`] on the calling thread.
+    fn learner_here(&self, lr: f64, init: Option<&Path>) -> Result<Learner> {
         let mut learner = match self.config.model.pretrained() {
             None => {
                 let gpt = self.config.model.gpt(self.format.vocab_size())?;
@@ -153,7 +174,13 @@ impl Run {
         share_trained: bool,
         threads: Option<i32>,
     ) -> Result<TchPolicy> {
-        let (vs, model) = learner.shared_model(share_trained)?;
+        // Building the rollout model draws initial weights it then replaces: on one libtorch
+        // thread, so that this thread starts no OpenMP team for it (see `Self::learner`).
+        let own = tch::get_num_threads();
+        agentrl_policy::set_torch_threads(1);
+        let shared = learner.shared_model(share_trained);
+        agentrl_policy::set_torch_threads(own);
+        let (vs, model) = shared?;
         let format = self.format.clone();
         let pipeline = &self.config.pipeline;
         // Deterministic: one row at a time, every prompt prefilled whole (see

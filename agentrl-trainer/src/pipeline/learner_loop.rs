@@ -259,7 +259,13 @@ pub(super) fn learner_loop(
     let rl = &cfg.rl;
     // libtorch keeps its thread count per OS thread, and a thread new to it takes the count
     // set last anywhere, which a policy thread with `pipeline.policy_threads` may have changed.
-    tch::set_num_threads(cfg.torch_threads);
+    // When the updates run on the model thread (see `on_torch_thread`), this thread keeps to
+    // one, so that whatever libtorch work is left here starts no OpenMP team of its own.
+    let torch_here = match weights.as_ref() {
+        WeightSync::Shared(_) => 1,
+        _ => cfg.torch_threads,
+    };
+    agentrl_policy::set_torch_threads(torch_here);
     let mut source = GroupSource {
         groups: channels.groups,
         refills: channels.refills,
@@ -280,7 +286,23 @@ pub(super) fn learner_loop(
         let version = step as u64;
         let mut draw = source.take_step(&cfg, version)?;
         let t_update = Instant::now();
-        let updated = update(&mut learner, critic.as_mut(), &mut draw.batch, &cfg, grpo)?;
+        let state = UpdateState {
+            learner,
+            critic,
+            batch: std::mem::take(&mut draw.batch),
+            cfg: cfg.clone(),
+        };
+        let (state, updated) = on_torch_thread(&weights, cfg.torch_threads, state, move |s| {
+            update(
+                &mut s.learner,
+                s.critic.as_mut(),
+                &mut s.batch,
+                &s.cfg,
+                grpo,
+            )
+        })?;
+        (learner, critic, draw.batch) = (state.learner, state.critic, state.batch);
+        let updated = updated?;
         let update_seconds = t_update.elapsed().as_secs_f64();
         let new_version = version + 1;
         let t_publish = Instant::now();
@@ -363,8 +385,44 @@ pub(super) fn learner_loop(
         let _ = channels.versions.send(new_version);
     }
     progress.finish();
+    // The process-wide default follows the last count set: back to the run's.
+    if torch_here != cfg.torch_threads {
+        agentrl_policy::set_torch_threads(cfg.torch_threads);
+    }
     summary.wall_seconds = t_run.elapsed().as_secs_f64();
     Ok((learner, metrics, summary))
+}
+
+/// What a step's update owns while it runs, possibly on another thread.
+struct UpdateState {
+    learner: Learner,
+    critic: Option<Critic>,
+    batch: Vec<Trajectory>,
+    cfg: RunConfig,
+}
+
+/// Runs `work` on `state` where the learner's libtorch work belongs, and returns the state
+/// with the result. In the synchronous pipeline with the in-process policy
+/// ([`WeightSync::Shared`]) that is the policy's model thread, idle during the update, with
+/// `threads` libtorch threads: the process then holds one OpenMP team, whose threads spin
+/// between operations instead of sleeping (see `TchPolicy::run_on_model_thread`). Otherwise,
+/// with rollouts running beside the update or on other processes, it is this thread.
+fn on_torch_thread<S: Send + 'static, T: Send + 'static>(
+    weights: &WeightSync,
+    threads: i32,
+    mut state: S,
+    work: impl FnOnce(&mut S) -> T + Send + 'static,
+) -> Result<(S, T)> {
+    match weights {
+        WeightSync::Shared(policy) => policy.run_on_model_thread(Some(threads), move || {
+            let out = work(&mut state);
+            (state, out)
+        }),
+        _ => {
+            let out = work(&mut state);
+            Ok((state, out))
+        }
+    }
 }
 
 /// After a checkpoint step: the step's samples, then the checkpoint directory

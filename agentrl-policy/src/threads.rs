@@ -1,0 +1,39 @@
+//! libtorch's CPU thread count, which is kept per OS thread.
+//!
+//! `tch::set_num_threads` sets the calling thread's OpenMP and MKL counts and a process-wide
+//! default, but it does not mark the thread as set up: at the thread's first parallel
+//! operation (or `get_num_threads`) libtorch applies that default, which by then may be
+//! another thread's later choice. [`set_torch_threads`] sets the thread up first, so the count
+//! it sets stays.
+
+/// Sets the calling OS thread's libtorch thread count to `threads` (at least 1) for good: a
+/// later call on another thread does not change it. The process-wide default that threads
+/// which never set a count take becomes `threads` too.
+pub fn set_torch_threads(threads: i32) {
+    // The first query on a thread applies the process-wide default and marks the thread set
+    // up; the count set after it is then the thread's own.
+    let _ = tch::get_num_threads();
+    tch::set_num_threads(threads.max(1));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_torch_threads;
+
+    #[test]
+    fn a_threads_count_survives_another_threads_later_choice() {
+        let (set_tx, set_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let first = std::thread::spawn(move || {
+            set_torch_threads(2);
+            set_tx.send(()).ok();
+            go_rx.recv().ok();
+            tch::get_num_threads()
+        });
+        set_rx.recv().ok();
+        // Another thread asks for one thread after the first has set its count.
+        std::thread::spawn(|| set_torch_threads(1)).join().ok();
+        go_tx.send(()).ok();
+        assert_eq!(first.join().ok(), Some(2));
+    }
+}
