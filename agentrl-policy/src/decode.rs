@@ -104,9 +104,9 @@ pub(crate) trait CachedDecoder: Send + 'static {
 /// 16-bit models, whose queries, keys and values go to f32 for it (scores and weights in f32,
 /// as SDPA keeps them). libtorch's CPU SDPA runs a 16-bit decode step as one matrix-vector
 /// product per row and head, each starting OpenMP threads of its own inside its parallel loop
-/// (7× slower than the matrix products at SmolLM2's decode shape). Everything else (one f32 query head per key head, prefill,
-/// training) goes to SDPA, which reads the slots' strided keys faster than a matrix product
-/// does.
+/// (7× slower than the matrix products at SmolLM2's decode shape). Everything else (one f32
+/// query head per key head, prefill, training) goes to SDPA, which reads the slots' strided
+/// keys faster than a matrix product does.
 pub(crate) fn attention(q: &Tensor, k: &Tensor, v: &Tensor, bias: Option<&Tensor>) -> Tensor {
     let (h, t) = (q.size()[1], q.size()[2]);
     let rep = h / k.size()[1];

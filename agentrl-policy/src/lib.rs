@@ -81,4 +81,4 @@ pub use tch_policy::{
     snapshot_weights,
 };
 #[cfg(feature = "tch")]
-pub use threads::set_torch_threads;
+pub use threads::{set_torch_threads, with_torch_threads};

@@ -211,10 +211,10 @@ impl TchPolicy {
     /// libgomp gives every OS thread that runs a parallel libtorch operation a team of
     /// threads of its own, and once the process holds more of them than there are cores, an
     /// idle team member sleeps after a hundred spins instead of some 300,000, so each small
-    /// operation of the busy team waits for a wake-up. A learner that runs its updates here, while the engine
-    /// is idle, shares the model thread's team: the synchronous pipeline does so (a
-    /// SmolLM2-shaped decode layer took 1.0 ms with one team and 1.7 ms beside a second,
-    /// idle one). `work` runs with `threads` libtorch threads (`None`: the model thread's);
+    /// operation of the busy team waits for a wake-up. A learner that runs its updates here,
+    /// while the engine is idle, shares the model thread's team: the synchronous pipeline
+    /// does so (a SmolLM2-shaped decode layer took 1.0 ms with one team and 1.7 ms beside a
+    /// second, idle one). `work` runs with `threads` libtorch threads (`None`: the model thread's);
     /// the model thread's own count is restored after it. A panic in `work` is reported as
     /// an error and leaves the thread serving.
     pub fn run_on_model_thread<R: Send + 'static>(
@@ -224,14 +224,11 @@ impl TchPolicy {
     ) -> Result<R> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.inner.send(Command::Run(Box::new(move || {
-            let own = tch::get_num_threads();
-            if let Some(n) = threads.filter(|&n| n > 0 && n != own) {
-                crate::threads::set_torch_threads(n);
-            }
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
-            if tch::get_num_threads() != own {
-                crate::threads::set_torch_threads(own);
-            }
+            let work = std::panic::AssertUnwindSafe(work);
+            let n = threads
+                .filter(|&n| n > 0)
+                .unwrap_or_else(tch::get_num_threads);
+            let result = crate::threads::with_torch_threads(n, || std::panic::catch_unwind(work));
             let _ = tx.send(result);
         })))?;
         match rx.recv() {

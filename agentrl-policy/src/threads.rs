@@ -16,9 +16,43 @@ pub fn set_torch_threads(threads: i32) {
     tch::set_num_threads(threads.max(1));
 }
 
+/// Runs `work` on the calling thread with `threads` libtorch threads, then gives the thread
+/// back the count it had (also when `work` unwinds).
+pub fn with_torch_threads<R>(threads: i32, work: impl FnOnce() -> R) -> R {
+    /// Restores the thread's count when dropped.
+    struct Restore(i32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if tch::get_num_threads() != self.0 {
+                set_torch_threads(self.0);
+            }
+        }
+    }
+    let own = tch::get_num_threads();
+    let _restore = Restore(own);
+    if threads.max(1) != own {
+        set_torch_threads(threads);
+    }
+    work()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::set_torch_threads;
+    use super::{set_torch_threads, with_torch_threads};
+
+    #[test]
+    fn work_runs_with_its_count_and_the_thread_gets_its_own_back() {
+        std::thread::spawn(|| {
+            set_torch_threads(2);
+            assert_eq!(with_torch_threads(1, tch::get_num_threads), 1);
+            assert_eq!(tch::get_num_threads(), 2);
+            let unwound = std::panic::catch_unwind(|| with_torch_threads(1, || panic!("work")));
+            assert!(unwound.is_err());
+            assert_eq!(tch::get_num_threads(), 2);
+        })
+        .join()
+        .expect("the checks pass");
+    }
 
     #[test]
     fn a_threads_count_survives_another_threads_later_choice() {

@@ -176,11 +176,8 @@ impl Run {
     ) -> Result<TchPolicy> {
         // Building the rollout model draws initial weights it then replaces: on one libtorch
         // thread, so that this thread starts no OpenMP team for it (see `Self::learner`).
-        let own = tch::get_num_threads();
-        agentrl_policy::set_torch_threads(1);
-        let shared = learner.shared_model(share_trained);
-        agentrl_policy::set_torch_threads(own);
-        let (vs, model) = shared?;
+        let (vs, model) =
+            agentrl_policy::with_torch_threads(1, || learner.shared_model(share_trained))?;
         let format = self.format.clone();
         let pipeline = &self.config.pipeline;
         // Deterministic: one row at a time, every prompt prefilled whole (see

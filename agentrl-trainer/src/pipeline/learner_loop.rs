@@ -256,14 +256,16 @@ pub(super) fn learner_loop(
         resume,
         reward: reward_fn,
     } = setup;
+    // Shared with each step's update, which may run on another thread.
+    let cfg = Arc::new(cfg);
     let rl = &cfg.rl;
     // libtorch keeps its thread count per OS thread, and a thread new to it takes the count
     // set last anywhere, which a policy thread with `pipeline.policy_threads` may have changed.
     // When the updates run on the model thread (see `on_torch_thread`), this thread keeps to
     // one, so that whatever libtorch work is left here starts no OpenMP team of its own.
-    let torch_here = match weights.as_ref() {
-        WeightSync::Shared(_) => 1,
-        _ => cfg.torch_threads,
+    let torch_here = match update_thread(&weights) {
+        Some(_) => 1,
+        None => cfg.torch_threads,
     };
     agentrl_policy::set_torch_threads(torch_here);
     let mut source = GroupSource {
@@ -290,7 +292,7 @@ pub(super) fn learner_loop(
             learner,
             critic,
             batch: std::mem::take(&mut draw.batch),
-            cfg: cfg.clone(),
+            cfg: Arc::clone(&cfg),
         };
         let (state, updated) = on_torch_thread(&weights, cfg.torch_threads, state, move |s| {
             update(
@@ -398,27 +400,35 @@ struct UpdateState {
     learner: Learner,
     critic: Option<Critic>,
     batch: Vec<Trajectory>,
-    cfg: RunConfig,
+    cfg: Arc<RunConfig>,
 }
 
-/// Runs `work` on `state` where the learner's libtorch work belongs, and returns the state
-/// with the result. In the synchronous pipeline with the in-process policy
-/// ([`WeightSync::Shared`]) that is the policy's model thread, idle during the update, with
-/// `threads` libtorch threads: the process then holds one OpenMP team, whose threads spin
-/// between operations instead of sleeping (see `TchPolicy::run_on_model_thread`). Otherwise,
-/// with rollouts running beside the update or on other processes, it is this thread.
+/// The policy whose model thread runs the updates: the in-process one of the synchronous
+/// pipeline ([`WeightSync::Shared`]), idle while the learner updates, so that the process
+/// holds one OpenMP team, whose threads spin between operations instead of sleeping (see
+/// `TchPolicy::run_on_model_thread`). `None` where rollouts run beside the update or on other
+/// processes: the learner's own thread runs them.
+fn update_thread(weights: &WeightSync) -> Option<&agentrl_policy::TchPolicy> {
+    match weights {
+        WeightSync::Shared(policy) => Some(policy),
+        _ => None,
+    }
+}
+
+/// Runs `work` on `state` where the learner's libtorch work belongs ([`update_thread`], with
+/// `threads` libtorch threads, else this thread), and returns the state with the result.
 fn on_torch_thread<S: Send + 'static, T: Send + 'static>(
     weights: &WeightSync,
     threads: i32,
     mut state: S,
     work: impl FnOnce(&mut S) -> T + Send + 'static,
 ) -> Result<(S, T)> {
-    match weights {
-        WeightSync::Shared(policy) => policy.run_on_model_thread(Some(threads), move || {
+    match update_thread(weights) {
+        Some(policy) => policy.run_on_model_thread(Some(threads), move || {
             let out = work(&mut state);
             (state, out)
         }),
-        _ => {
+        None => {
             let out = work(&mut state);
             Ok((state, out))
         }
