@@ -78,7 +78,7 @@ pub use gpt::{GptConfig, TinyGpt};
 #[cfg(feature = "tch")]
 pub use tch_policy::{
     EngineOptions, EngineStats, GenerationStream, NamedWeights, StreamedToken, TchPolicy,
-    snapshot_weights,
+    WeightsQueued, snapshot_weights,
 };
 #[cfg(feature = "tch")]
 pub use threads::{set_torch_threads, with_torch_threads};

@@ -5,7 +5,8 @@
 //! batch: new requests join it at the next step, finished ones leave at once, and a session's
 //! keys and values are kept between its turns so the next turn feeds only its new ids (see
 //! [`EngineOptions`] and [`EngineStats`]). Weights are replaced in place by
-//! [`TchPolicy::set_weights`] once the running batch has drained.
+//! [`TchPolicy::set_weights`] once the running batch has drained ([`TchPolicy::queue_weights`]
+//! returns without waiting for that).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -176,10 +177,16 @@ impl TchPolicy {
     /// Replaces the weights (matched by name) and sets the policy version, once the
     /// generations in progress have finished with the old ones.
     pub async fn set_weights(&self, weights: NamedWeights, version: u64) -> Result<()> {
+        self.queue_weights(weights, version)?.taken().await
+    }
+
+    /// Like [`TchPolicy::set_weights`], but returns as soon as the weights are queued: the
+    /// returned [`WeightsQueued`] says when the model thread has taken them (or why not).
+    /// Queue the next weights only after these were taken, or both are copied in turn.
+    pub fn queue_weights(&self, weights: NamedWeights, version: u64) -> Result<WeightsQueued> {
         let (tx, rx) = oneshot::channel();
         self.inner.send(Command::SetWeights(weights, version, tx))?;
-        rx.await
-            .map_err(|_| Error::Policy("the model thread dropped a weight update".into()))?
+        Ok(WeightsQueued(rx))
     }
 
     /// Like [`Policy::generate`], but every token is also sent on the returned stream as soon as
@@ -297,6 +304,20 @@ fn apply_weights(vs: &nn::VarStore, weights: &NamedWeights) -> Result<()> {
 
 /// What the model thread owns: the engine, the variables it updates, and weight updates that
 /// wait for the running batch to drain.
+/// Weights queued for a model thread ([`TchPolicy::queue_weights`]), not yet known to be taken.
+#[must_use = "the weights may not be taken yet: await `taken`"]
+pub struct WeightsQueued(oneshot::Receiver<Result<()>>);
+
+impl WeightsQueued {
+    /// Waits until the model thread has replaced its weights (once the generations running
+    /// when they arrived have finished), or says why it could not.
+    pub async fn taken(self) -> Result<()> {
+        self.0
+            .await
+            .map_err(|_| Error::Policy("the model thread dropped a weight update".into()))?
+    }
+}
+
 struct ModelThread<M> {
     engine: Engine<M>,
     vs: nn::VarStore,

@@ -2,7 +2,7 @@
 //! single static batch gives (greedy and sampled, TinyGpt and Llama, f32 and bf16) while rows
 //! join and leave mid-batch and prompts are prefilled in chunks; a session's keys and values are
 //! reused across turns (exactly), only as far as the new prompt shares them, never across a
-//! weight update, within a byte budget, and freed when the session ends or its caller leaves;
+//! weight update (weights queued mid-generation are taken after it), within a byte budget, and freed when the session ends or its caller leaves;
 //! identical prompts are computed once and shared, and prompts that start alike share their
 //! common prefix; a step's prefill runs rows of very different lengths in separate passes.
 #![cfg(feature = "tch")]
@@ -471,6 +471,47 @@ async fn new_weights_are_never_mixed_with_keys_cached_under_old_ones() {
         .await
         .unwrap();
     assert_same(&got, &want, 1e-5, "after the update");
+}
+
+#[tokio::test]
+async fn queued_weights_wait_for_the_running_generation_then_serve_the_next() {
+    let policy = spawn_gpt(8, EngineOptions::default());
+    let (other_vs, _other) = gpt(9);
+    let prompt: Vec<TokenId> = (0..12).map(|i| (i * 7) % 48).collect();
+    let params = SamplingParams::greedy(300);
+    let request = || GenerationRequest::new(prompt.clone(), params.clone());
+    let mut running = policy.generate_streaming(vec![request()]).unwrap();
+    running.tokens.recv().await.expect("a first token");
+    // Queued while the generation runs: the call returns at once, the generation ends on the
+    // weights it started with, and only then are the new ones taken; a request made after
+    // them waits for them.
+    let queued = policy
+        .queue_weights(snapshot_weights(&other_vs), 1)
+        .unwrap();
+    let next = policy.generate_streaming(vec![request()]).unwrap();
+    let old = running.finish().await.unwrap();
+    queued.taken().await.unwrap();
+    assert_eq!(policy.version(), 1);
+    let want_old = spawn_gpt(8, EngineOptions::default())
+        .generate(vec![request()])
+        .await
+        .unwrap();
+    assert_same(&old, &want_old, 1e-5, "the running generation");
+    assert_eq!(old[0].policy_version, 0);
+    let new = next.finish().await.unwrap();
+    let want_new = spawn_gpt(9, EngineOptions::default())
+        .generate(vec![request()])
+        .await
+        .unwrap();
+    assert_same(&new, &want_new, 1e-5, "the next generation");
+    assert_eq!(new[0].policy_version, 1);
+    // Weights that do not fit are refused through the same handle.
+    let bad = vec![(
+        "no.such.weight".to_string(),
+        tch::Tensor::zeros([2], tch::kind::FLOAT_CPU),
+    )];
+    assert!(policy.queue_weights(bad, 2).unwrap().taken().await.is_err());
+    assert_eq!(policy.version(), 1);
 }
 
 #[tokio::test]
