@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentrl_core::{Error, Policy, Result, Trajectory, Turn};
 use agentrl_policy::{
-    CrossPolicy, EngineStats, HttpPolicy, HttpPolicyConfig, NamedWeights, TchPolicy,
+    CrossPolicy, EngineStats, HttpPolicy, HttpPolicyConfig, NamedWeights, TchPolicy, WeightsQueued,
 };
 
 use crate::config::{CrossPolicyConfig, RlConfig};
@@ -61,22 +61,29 @@ impl CrossSync {
     /// Makes `learner`'s weights the current policy's as `version`, and the snapshot's too when
     /// it is due (then the snapshot's version is `version`).
     pub async fn publish(&self, learner: &Learner, version: u64) -> Result<()> {
+        for queued in self.queue(learner, version)? {
+            queued.taken().await?;
+        }
+        Ok(())
+    }
+
+    /// [`CrossSync::publish`] without waiting: the weights are copied and queued for the
+    /// member threads, which take them once their running generations finish.
+    pub fn queue(&self, learner: &Learner, version: u64) -> Result<Vec<WeightsQueued>> {
         let first = !self.published.swap(true, Ordering::AcqRel);
         let weights = learner.weights();
         if !refresh_snapshot(version, self.stale_every, first) {
-            return self.current.set_weights(weights, version).await;
+            return Ok(vec![self.current.queue_weights(weights, version)?]);
         }
         // Both threads only read the tensors they are given: one deep copy is enough.
         let shared: NamedWeights = weights
             .iter()
             .map(|(name, t)| (name.clone(), t.shallow_clone()))
             .collect();
-        let (current, snapshot) = tokio::join!(
-            self.current.set_weights(weights, version),
-            self.snapshot.set_weights(shared, version)
-        );
-        current?;
-        snapshot
+        Ok(vec![
+            self.current.queue_weights(weights, version)?,
+            self.snapshot.queue_weights(shared, version)?,
+        ])
     }
 
     /// Both engines' stats added up.

@@ -16,7 +16,7 @@ mod push;
 mod wire;
 
 use agentrl_core::Result;
-use agentrl_policy::{EngineStats, TchPolicy};
+use agentrl_policy::{EngineStats, TchPolicy, WeightsQueued};
 
 use crate::cross_policy::CrossSync;
 use crate::learner::Learner;
@@ -66,5 +66,39 @@ impl WeightSync {
             WeightSync::Servers(push) => push.publish(learner, version).await,
             WeightSync::Cross(sync) => sync.publish(learner, version).await,
         }
+    }
+
+    /// Starts [`WeightSync::publish`] without waiting, where the rollout policy runs in this
+    /// process on a copy of the weights (`Local`, `Cross`): the copy is made now and queued
+    /// for the model threads, which take it once their running generations finish, so the
+    /// learner can go on with the next step meanwhile. `None` for the others, which
+    /// `publish` serves: a synchronous run's policy reads the learner's own tensors, and
+    /// servers load files written from the learner.
+    pub fn queue(&self, learner: &Learner, version: u64) -> Result<Option<Publication>> {
+        Ok(match self {
+            WeightSync::Local(policy) => Some(Publication {
+                queued: vec![policy.queue_weights(learner.weights(), version)?],
+            }),
+            WeightSync::Cross(sync) => Some(Publication {
+                queued: sync.queue(learner, version)?,
+            }),
+            WeightSync::Shared(_) | WeightSync::Servers(_) => None,
+        })
+    }
+}
+
+/// Weights queued for the in-process rollout policy ([`WeightSync::queue`]).
+#[must_use = "the weights may not be taken yet: await `taken`"]
+pub struct Publication {
+    queued: Vec<WeightsQueued>,
+}
+
+impl Publication {
+    /// Waits until every model thread has taken the weights, or says why one could not.
+    pub async fn taken(self) -> Result<()> {
+        for queued in self.queued {
+            queued.taken().await?;
+        }
+        Ok(())
     }
 }

@@ -284,6 +284,9 @@ pub(super) fn learner_loop(
     let mut critic = make_critic(&learner, &cfg, &run_dir, start, resume.as_ref())?;
     let mut last_step_end = Instant::now();
     let mut last_engine = weights.engine_stats().unwrap_or_default();
+    let versions = Arc::new(channels.versions);
+    // The last step's weights while the rollout policy has not taken them yet.
+    let mut publishing: Option<tokio::task::JoinHandle<Result<()>>> = None;
     for step in start..rl.steps {
         let version = step as u64;
         let mut draw = source.take_step(&cfg, version)?;
@@ -308,7 +311,14 @@ pub(super) fn learner_loop(
         let update_seconds = t_update.elapsed().as_secs_f64();
         let new_version = version + 1;
         let t_publish = Instant::now();
-        handle.block_on(weights.publish(&learner, new_version))?;
+        // The previous step's weights are taken before these are queued (an in-process
+        // policy takes new weights only between generations; the learner does not wait for
+        // that, see `WeightSync::queue`).
+        finish_publishing(&handle, &mut publishing)?;
+        let queued = weights.queue(&learner, new_version)?;
+        if queued.is_none() {
+            handle.block_on(weights.publish(&learner, new_version))?;
+        }
         let timing = StepTiming {
             step: step + 1,
             new_version,
@@ -383,9 +393,25 @@ pub(super) fn learner_loop(
             save_step(&run_dir, &state, &draw.batch, &learner, critic.as_ref())?;
         }
         // Only now may the producer start the next step's groups (in synchronous mode, none
-        // is in flight while the checkpoint above records the reward's state).
-        let _ = channels.versions.send(new_version);
+        // is in flight while the checkpoint above records the reward's state), and only once
+        // the rollout policy has the new weights (for `in_flight = "cancel"`, whose episodes
+        // restart on them).
+        match queued {
+            Some(publication) => {
+                let versions = Arc::clone(&versions);
+                publishing = Some(handle.spawn(async move {
+                    publication.taken().await?;
+                    let _ = versions.send(new_version);
+                    Ok(())
+                }));
+            }
+            None => {
+                let _ = versions.send(new_version);
+            }
+        }
     }
+    // The rollout policy holds the last weights when the run goes on (to its evaluation).
+    finish_publishing(&handle, &mut publishing)?;
     progress.finish();
     // The process-wide default follows the last count set: back to the run's.
     if torch_here != cfg.torch_threads {
@@ -393,6 +419,20 @@ pub(super) fn learner_loop(
     }
     summary.wall_seconds = t_run.elapsed().as_secs_f64();
     Ok((learner, metrics, summary))
+}
+
+/// Waits until the rollout policy has taken the weights queued last (see
+/// [`WeightSync::queue`]), if any.
+fn finish_publishing(
+    handle: &tokio::runtime::Handle,
+    publishing: &mut Option<tokio::task::JoinHandle<Result<()>>>,
+) -> Result<()> {
+    match publishing.take() {
+        Some(task) => handle
+            .block_on(task)
+            .map_err(|e| Error::Trainer(format!("publishing the weights stopped: {e}")))?,
+        None => Ok(()),
+    }
 }
 
 /// What a step's update owns while it runs, possibly on another thread.

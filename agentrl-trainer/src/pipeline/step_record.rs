@@ -19,7 +19,9 @@ pub(super) struct StepTiming {
     pub(super) elapsed: f64,
     /// Seconds of the update: forward, backward and optimiser step (the critic's too).
     pub(super) update_seconds: f64,
-    /// Seconds publishing the new weights to the rollout policy or servers took.
+    /// Seconds the learner spent publishing the new weights to the rollout policy or servers
+    /// (for an in-process policy that copies them: waiting for it to take the previous step's
+    /// weights, then copying and queueing these).
     pub(super) publish_seconds: f64,
     /// How many versions behind the step each trained trajectory's oldest trained (bounded,
     /// not stale) turn is.
