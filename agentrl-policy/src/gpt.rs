@@ -220,4 +220,8 @@ impl CachedDecoder for TinyGpt {
     fn head(&self, hidden: &Tensor) -> Tensor {
         self.head.forward(hidden)
     }
+    fn step_head(&self, hidden: &Tensor) -> Tensor {
+        crate::decode::weight_major_logits(hidden, &self.head.ws, self.head.bs.as_ref())
+            .unwrap_or_else(|| self.head(hidden))
+    }
 }

@@ -172,6 +172,25 @@ async fn llama_generations_equal_single_static_batches_in_f32() {
     assert_same(&got, &want, 1e-5, "f32");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_vocabulary_read_weight_major_gives_the_same_generations() {
+    // 40,000 ids: the engine computes its steps' logits as `W · hᵀ` and transposes them into
+    // rows (split over two threads once a step holds 7 rows); the static reference multiplies
+    // the plain way.
+    let (vs, m) = random_llama(
+        3,
+        r#"{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "vocab_size": 40000,
+        "max_position_embeddings": 256, "tie_word_embeddings": true}"#,
+    );
+    let requests = seeded(workload(40_000));
+    let want = reference(&m, &requests);
+    let policy = TchPolicy::spawn_with_options(vs, m, EngineOptions::default(), 0, None).unwrap();
+    let got = policy.generate(requests).await.unwrap();
+    assert_same(&got, &want, 1e-5, "weight-major logits");
+}
+
 /// bf16 rounds differently in differently shaped batches, so a draw near a boundary (or a
 /// greedy near-tie) may go another way than in a static batch. What must hold is that every
 /// logprob the engine reports is the model's own, given the ids before it: checked against one

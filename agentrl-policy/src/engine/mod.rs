@@ -17,6 +17,7 @@
 //! keys of older weights.
 
 mod jobs;
+mod logits;
 mod sessions;
 mod slots;
 
@@ -637,22 +638,11 @@ impl<M: PolicyModel> Engine<M> {
                     .step_logits(&matrix(ids), &matrix(positions), &bias, &mut step, &last)
                     .to_kind(Kind::Float)
                     .to(Device::Cpu)
-                    .contiguous()
-                    .view([-1])
             })
         };
         let logits = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
             .map_err(|panic| Error::Policy(format!("libtorch failed: {}", panic_text(&*panic))))?;
-        let flat = Vec::<f32>::try_from(&logits)
-            .map_err(|e| Error::Policy(format!("reading logits: {e}")))?;
-        let vocab = self.model.vocab_size();
-        if flat.len() != rows * vocab {
-            return Err(Error::Policy(format!(
-                "the model returned {} logits for {rows} rows of a {vocab}-token vocabulary",
-                flat.len()
-            )));
-        }
-        Ok(flat)
+        logits::row_major_logits(&logits, rows, self.model.vocab_size())
     }
 
     /// Copies the stats where [`crate::TchPolicy::stats`] reads them, then answers the calls

@@ -247,4 +247,8 @@ impl CachedDecoder for Llama {
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         hidden.linear::<Tensor>(head, None).to_kind(Kind::Float)
     }
+    fn step_head(&self, hidden: &Tensor) -> Tensor {
+        let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
+        crate::decode::weight_major_logits(hidden, head, None).unwrap_or_else(|| self.head(hidden))
+    }
 }
