@@ -17,7 +17,8 @@
 //! ```
 //!
 //! `--policy-threads N` (anywhere) gives the model thread N libtorch threads, as `[pipeline]
-//! policy_threads` does in a run (default: the process's 2).
+//! policy_threads` does in a run (default: the process's 2); `--bf16` (anywhere) loads the
+//! Llama-family model's weights in bf16.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -52,6 +53,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         None => None,
     };
+    let dtype = match args.iter().position(|a| a == "--bf16") {
+        Some(at) => {
+            args.remove(at);
+            Dtype::Bf16
+        }
+        None => Dtype::F32,
+    };
     let env_id = args.get(1).cloned().unwrap_or_else(|| "maze".into());
     let tasks: u64 = arg(&args, 2, 16);
     let group: u64 = arg(&args, 3, 8);
@@ -71,7 +79,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (policy, format): (TchPolicy, Arc<dyn ChatFormat>) = match args.get(6) {
         Some(path) => {
-            let (vs, model, format) = load_llama_chat(Path::new(path), Device::Cpu, Dtype::F32)?;
+            let (vs, model, format) = load_llama_chat(Path::new(path), Device::Cpu, dtype)?;
             let format = Arc::new(format);
             let text = format.clone();
             let detokenizer: Detokenizer = Arc::new(move |ids| text.decode(ids));
