@@ -65,6 +65,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let group: u64 = arg(&args, 3, 8);
     let max_seq_len: usize = arg(&args, 4, 1024);
     let reuse = args.get(5).map(String::as_str) != Some("no-reuse");
+    // As `agentrl` does: freed memory stays mapped, and the model is built on a thread that
+    // ends with the building, so the process holds one OpenMP team (the model thread's).
+    agentrl_trainer::allocator::keep_freed_memory();
     tch::set_num_threads(2);
     tch::manual_seed(0);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -79,7 +82,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (policy, format): (TchPolicy, Arc<dyn ChatFormat>) = match args.get(6) {
         Some(path) => {
-            let (vs, model, format) = load_llama_chat(Path::new(path), Device::Cpu, dtype)?;
+            let path = Path::new(path);
+            let loaded = std::thread::scope(|scope| {
+                scope
+                    .spawn(|| load_llama_chat(path, Device::Cpu, dtype))
+                    .join()
+            });
+            let (vs, model, format) = loaded.map_err(|_| "loading the model panicked")??;
             let format = Arc::new(format);
             let text = format.clone();
             let detokenizer: Detokenizer = Arc::new(move |ids| text.decode(ids));
@@ -97,7 +106,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ffn_mult: 4,
                 rope_theta: 10_000.0,
             };
-            let model = TinyGpt::new(&vs.root(), config)?;
+            let model =
+                std::thread::scope(|scope| scope.spawn(|| TinyGpt::new(&vs.root(), config)).join());
+            let model = model.map_err(|_| "building the model panicked")??;
             let policy = TchPolicy::spawn_with_options(vs, model, options, 0, None)?;
             (policy, Arc::new(TinyChatFormat::new()))
         }

@@ -32,8 +32,9 @@ impl ModelSpec {
         }
     }
 
-    /// A freshly initialised model with this spec's variables (same names and shapes as the
-    /// learner's, adapters included) in `vs`; copy weights into it with `VarStore::copy`.
+    /// A model with this spec's variables (same names and shapes as the learner's, adapters
+    /// included) in `vs`, for weights copied in with `VarStore::copy`: a tiny GPT drawn at
+    /// random, a Llama's matrices zero (see `Llama::new_to_fill`).
     pub fn build(&self, vs: &nn::VarStore) -> Result<Box<dyn PolicyModel>> {
         match self {
             ModelSpec::Tiny(config) => Ok(Box::new(TinyGpt::new(&vs.root(), config.clone())?)),
@@ -42,7 +43,8 @@ impl ModelSpec {
                 lora,
                 dtype,
             } => {
-                let mut model = Llama::new(&vs.root(), (**config).clone())?;
+                // Its weights come from `VarStore::copy`; adapters are initialised as usual.
+                let mut model = Llama::new_to_fill(&vs.root(), (**config).clone())?;
                 if let Some(cfg) = lora {
                     model.attach_lora(vs, cfg)?;
                 }

@@ -284,7 +284,7 @@ pub(crate) mod tch_load {
             let file = GgufFile::open(path.as_ref()).map_err(gguf_err)?;
             let config = gguf_config(&file)?;
             let mut vs = nn::VarStore::new(device);
-            let model = Llama::new(&vs.root(), config.clone())?;
+            let model = Llama::new_to_fill(&vs.root(), config.clone())?;
             vs.set_kind(Kind::Float);
             fill_from_gguf(&vs, &config, &file)?;
             Ok((vs, model, config))

@@ -178,7 +178,7 @@ impl Llama {
         let paths = CheckpointPaths::resolve(path)?;
         let config = LlamaConfig::from_file(&paths.config)?;
         let mut vs = nn::VarStore::new(device);
-        let model = Llama::new(&vs.root(), config)?;
+        let model = Llama::new_to_fill(&vs.root(), config)?;
         vs.set_kind(Kind::Float);
         load_weights(&vs, &paths.weights)?;
         Ok((vs, model))

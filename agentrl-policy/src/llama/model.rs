@@ -61,18 +61,29 @@ fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Tensor {
 }
 
 impl Llama {
-    /// Creates the variables under `vs` (normally the VarStore root) with Hugging Face names.
+    /// Creates the variables under `vs` (normally the VarStore root) with Hugging Face names,
+    /// the matrices drawn at random (N(0, 0.02²)).
     pub fn new(vs: &nn::Path, config: LlamaConfig) -> Result<Self> {
+        let init = nn::Init::Randn {
+            mean: 0.0,
+            stdev: 0.02,
+        };
+        Self::with_matrix_init(vs, config, init)
+    }
+
+    /// Like [`Llama::new`], with the matrices zero: for a model whose every weight is about to
+    /// be loaded or copied, which drawing 135 M random numbers (SmolLM2) would only delay.
+    pub fn new_to_fill(vs: &nn::Path, config: LlamaConfig) -> Result<Self> {
+        Self::with_matrix_init(vs, config, nn::Init::Const(0.0))
+    }
+
+    fn with_matrix_init(vs: &nn::Path, config: LlamaConfig, init: nn::Init) -> Result<Self> {
         config.validate()?;
         let d = config.hidden_size as i64;
         let hd = config.head_size() as i64;
         let q_out = config.num_attention_heads as i64 * hd;
         let kv_out = config.kv_heads() as i64 * hd;
         let ffn = config.intermediate_size as i64;
-        let init = nn::Init::Randn {
-            mean: 0.0,
-            stdev: 0.02,
-        };
         let lin = |bias: bool| nn::LinearConfig {
             ws_init: init,
             bs_init: Some(nn::Init::Const(0.0)),

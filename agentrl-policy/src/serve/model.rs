@@ -211,7 +211,7 @@ fn llama_weights(
     }
     let weights = CheckpointPaths::resolve(path)?.weights;
     let mut vs = nn::VarStore::new(device);
-    let _model = Llama::new(&vs.root(), config.clone())?;
+    let _model = Llama::new_to_fill(&vs.root(), config.clone())?;
     vs.set_kind(Kind::Float);
     load_weights(&vs, &weights)?;
     Ok(snapshot_weights(&vs))
