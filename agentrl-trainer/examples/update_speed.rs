@@ -33,6 +33,9 @@ fn main() {
         Some("bf16") => Dtype::Bf16,
         _ => Dtype::F32,
     };
+    // As `agentrl` does: freed memory stays mapped (the update runs on this thread, which
+    // then holds the process's one OpenMP team).
+    agentrl_trainer::allocator::keep_freed_memory();
     tch::set_num_threads(2);
     let (vs, llama) = load_llama(&model, Device::Cpu, dtype).expect("the model loads");
     let mut learner = Learner::llama(vs, llama, None, 1e-6).expect("a learner");
