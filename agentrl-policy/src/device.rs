@@ -60,3 +60,30 @@ pub fn config_device(name: Option<&str>) -> Result<Device> {
         }
     }
 }
+
+/// Whether `device` has bf16 arithmetic of its own, so that a bf16 model computes faster than
+/// an f32 one there: a CPU with AVX512-BF16 (x86-64; every CPU with AMX has it too) or the BF16
+/// extension (aarch64), or a CUDA device (taken as yes: bf16 training wants an Ampere or later
+/// GPU). On any other CPU libtorch converts bf16 operands to f32 and back around every
+/// operation, and bf16 runs several times slower than f32.
+pub fn native_bf16(device: Device) -> bool {
+    match device {
+        Device::Cpu => cpu_has_bf16(),
+        _ => true,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn cpu_has_bf16() -> bool {
+    std::arch::is_x86_feature_detected!("avx512bf16")
+}
+
+#[cfg(target_arch = "aarch64")]
+fn cpu_has_bf16() -> bool {
+    std::arch::is_aarch64_feature_detected!("bf16")
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn cpu_has_bf16() -> bool {
+    false
+}

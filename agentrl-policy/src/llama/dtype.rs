@@ -1,7 +1,8 @@
 //! [`Dtype`]: the floating-point type a Llama model's weights are held and computed in.
 //!
 //! `f32` is exact against the reference implementation; `bf16` halves the memory of weights and
-//! KV cache and is what GPUs train and serve in. In `bf16`, RMSNorm statistics, rotary angles,
+//! KV cache and is what GPUs train and serve in, but on a CPU without bf16 arithmetic (no
+//! AVX512-BF16) it computes several times slower than `f32` (`device::native_bf16`). In `bf16`, RMSNorm statistics, rotary angles,
 //! logits, softmax and sampling stay in f32, and LoRA adapters stay f32 (their inputs are cast),
 //! as in Hugging Face transformers and PEFT.
 

@@ -102,6 +102,14 @@ pub fn load_llama(path: &Path, device: Device, dtype: Dtype) -> Result<(nn::VarS
     } else {
         Llama::load(path, device)?
     };
+    if dtype == Dtype::Bf16 && !crate::device::native_bf16(device) {
+        tracing::warn!(
+            "dtype = \"bf16\" on a CPU without bf16 arithmetic (no AVX512-BF16): libtorch \
+             converts every operand to f32 and back, so {} will compute several times slower \
+             than in f32 (see the README's bf16 section); use dtype = \"f32\" on this machine",
+            model_name(path)
+        );
+    }
     model.set_dtype(&vs, dtype);
     Ok((vs, model))
 }
