@@ -302,8 +302,6 @@ fn apply_weights(vs: &nn::VarStore, weights: &NamedWeights) -> Result<()> {
     })
 }
 
-/// What the model thread owns: the engine, the variables it updates, and weight updates that
-/// wait for the running batch to drain.
 /// Weights queued for a model thread ([`TchPolicy::queue_weights`]), not yet known to be taken.
 #[must_use = "the weights may not be taken yet: await `taken`"]
 pub struct WeightsQueued(oneshot::Receiver<Result<()>>);
@@ -318,6 +316,8 @@ impl WeightsQueued {
     }
 }
 
+/// What the model thread owns: the engine, the variables it updates, and weight updates that
+/// wait for the running batch to drain.
 struct ModelThread<M> {
     engine: Engine<M>,
     vs: nn::VarStore,

@@ -2,9 +2,10 @@
 //! single static batch gives (greedy and sampled, TinyGpt and Llama, f32 and bf16) while rows
 //! join and leave mid-batch and prompts are prefilled in chunks; a session's keys and values are
 //! reused across turns (exactly), only as far as the new prompt shares them, never across a
-//! weight update (weights queued mid-generation are taken after it), within a byte budget, and freed when the session ends or its caller leaves;
-//! identical prompts are computed once and shared, and prompts that start alike share their
-//! common prefix; a step's prefill runs rows of very different lengths in separate passes.
+//! weight update (weights queued mid-generation are taken after it), within a byte budget, and
+//! freed when the session ends or its caller leaves; identical prompts are computed once and
+//! shared, and prompts that start alike share their common prefix; a step's prefill runs rows of
+//! very different lengths in separate passes.
 #![cfg(feature = "tch")]
 
 use std::time::Duration;

@@ -16,11 +16,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentrl_core::{Error, Policy, Result, Trajectory, Turn};
 use agentrl_policy::{
-    CrossPolicy, EngineStats, HttpPolicy, HttpPolicyConfig, NamedWeights, TchPolicy, WeightsQueued,
+    CrossPolicy, EngineStats, HttpPolicy, HttpPolicyConfig, NamedWeights, TchPolicy,
 };
 
 use crate::config::{CrossPolicyConfig, RlConfig};
 use crate::learner::Learner;
+use crate::weight_sync::Publication;
 
 /// The name of the current policy's turns.
 pub const CURRENT: &str = "current";
@@ -61,29 +62,28 @@ impl CrossSync {
     /// Makes `learner`'s weights the current policy's as `version`, and the snapshot's too when
     /// it is due (then the snapshot's version is `version`).
     pub async fn publish(&self, learner: &Learner, version: u64) -> Result<()> {
-        for queued in self.queue(learner, version)? {
-            queued.taken().await?;
-        }
-        Ok(())
+        self.queue(learner, version)?.taken().await
     }
 
     /// [`CrossSync::publish`] without waiting: the weights are copied and queued for the
     /// member threads, which take them once their running generations finish.
-    pub fn queue(&self, learner: &Learner, version: u64) -> Result<Vec<WeightsQueued>> {
+    pub fn queue(&self, learner: &Learner, version: u64) -> Result<Publication> {
         let first = !self.published.swap(true, Ordering::AcqRel);
         let weights = learner.weights();
         if !refresh_snapshot(version, self.stale_every, first) {
-            return Ok(vec![self.current.queue_weights(weights, version)?]);
+            return Ok(Publication::new(vec![
+                self.current.queue_weights(weights, version)?,
+            ]));
         }
         // Both threads only read the tensors they are given: one deep copy is enough.
         let shared: NamedWeights = weights
             .iter()
             .map(|(name, t)| (name.clone(), t.shallow_clone()))
             .collect();
-        Ok(vec![
+        Ok(Publication::new(vec![
             self.current.queue_weights(weights, version)?,
             self.snapshot.queue_weights(shared, version)?,
-        ])
+        ]))
     }
 
     /// Both engines' stats added up.

@@ -76,12 +76,10 @@ impl WeightSync {
     /// servers load files written from the learner.
     pub fn queue(&self, learner: &Learner, version: u64) -> Result<Option<Publication>> {
         Ok(match self {
-            WeightSync::Local(policy) => Some(Publication {
-                queued: vec![policy.queue_weights(learner.weights(), version)?],
-            }),
-            WeightSync::Cross(sync) => Some(Publication {
-                queued: sync.queue(learner, version)?,
-            }),
+            WeightSync::Local(policy) => Some(Publication::new(vec![
+                policy.queue_weights(learner.weights(), version)?,
+            ])),
+            WeightSync::Cross(sync) => Some(sync.queue(learner, version)?),
             WeightSync::Shared(_) | WeightSync::Servers(_) => None,
         })
     }
@@ -94,6 +92,11 @@ pub struct Publication {
 }
 
 impl Publication {
+    /// The weights queued for each model thread, as one publication.
+    pub(crate) fn new(queued: Vec<WeightsQueued>) -> Self {
+        Publication { queued }
+    }
+
     /// Waits until every model thread has taken the weights, or says why one could not.
     pub async fn taken(self) -> Result<()> {
         for queued in self.queued {

@@ -2,9 +2,9 @@
 //!
 //! `f32` is exact against the reference implementation; `bf16` halves the memory of weights and
 //! KV cache and is what GPUs train and serve in, but on a CPU without bf16 arithmetic (no
-//! AVX512-BF16) it computes several times slower than `f32` (`device::native_bf16`). In `bf16`, RMSNorm statistics, rotary angles,
-//! logits, softmax and sampling stay in f32, and LoRA adapters stay f32 (their inputs are cast),
-//! as in Hugging Face transformers and PEFT.
+//! AVX512-BF16) it computes several times slower than `f32` (`device::native_bf16`). In
+//! `bf16`, RMSNorm statistics, rotary angles, logits, softmax and sampling stay in f32, and LoRA
+//! adapters stay f32 (their inputs are cast), as in Hugging Face transformers and PEFT.
 
 use std::fmt;
 use std::str::FromStr;
