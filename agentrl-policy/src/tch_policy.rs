@@ -186,7 +186,7 @@ impl TchPolicy {
     pub fn queue_weights(&self, weights: NamedWeights, version: u64) -> Result<WeightsQueued> {
         let (tx, rx) = oneshot::channel();
         self.inner.send(Command::SetWeights(weights, version, tx))?;
-        Ok(WeightsQueued(rx))
+        Ok(WeightsQueued(vec![rx]))
     }
 
     /// Like [`Policy::generate`], but every token is also sent on the returned stream as soon as
@@ -302,17 +302,26 @@ fn apply_weights(vs: &nn::VarStore, weights: &NamedWeights) -> Result<()> {
     })
 }
 
-/// Weights queued for a model thread ([`TchPolicy::queue_weights`]), not yet known to be taken.
+/// Weights queued for one or more model threads ([`TchPolicy::queue_weights`],
+/// [`WeightsQueued::join`]), not yet known to be taken.
 #[must_use = "the weights may not be taken yet: await `taken`"]
-pub struct WeightsQueued(oneshot::Receiver<Result<()>>);
+pub struct WeightsQueued(Vec<oneshot::Receiver<Result<()>>>);
 
 impl WeightsQueued {
-    /// Waits until the model thread has replaced its weights (once the generations running
-    /// when they arrived have finished), or says why it could not.
+    /// One handle for weights queued for several model threads: its `taken` waits for all.
+    pub fn join(parts: impl IntoIterator<Item = WeightsQueued>) -> WeightsQueued {
+        WeightsQueued(parts.into_iter().flat_map(|part| part.0).collect())
+    }
+
+    /// Waits until every model thread has replaced its weights (once the generations running
+    /// when they arrived have finished), or says why one could not.
     pub async fn taken(self) -> Result<()> {
-        self.0
-            .await
-            .map_err(|_| Error::Policy("the model thread dropped a weight update".into()))?
+        for receiver in self.0 {
+            receiver
+                .await
+                .map_err(|_| Error::Policy("the model thread dropped a weight update".into()))??;
+        }
+        Ok(())
     }
 }
 

@@ -16,12 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentrl_core::{Error, Policy, Result, Trajectory, Turn};
 use agentrl_policy::{
-    CrossPolicy, EngineStats, HttpPolicy, HttpPolicyConfig, NamedWeights, TchPolicy,
+    CrossPolicy, EngineStats, HttpPolicy, HttpPolicyConfig, NamedWeights, TchPolicy, WeightsQueued,
 };
 
 use crate::config::{CrossPolicyConfig, RlConfig};
 use crate::learner::Learner;
-use crate::weight_sync::Publication;
 
 /// The name of the current policy's turns.
 pub const CURRENT: &str = "current";
@@ -67,20 +66,18 @@ impl CrossSync {
 
     /// [`CrossSync::publish`] without waiting: the weights are copied and queued for the
     /// member threads, which take them once their running generations finish.
-    pub fn queue(&self, learner: &Learner, version: u64) -> Result<Publication> {
+    pub fn queue(&self, learner: &Learner, version: u64) -> Result<WeightsQueued> {
         let first = !self.published.swap(true, Ordering::AcqRel);
         let weights = learner.weights();
         if !refresh_snapshot(version, self.stale_every, first) {
-            return Ok(Publication::new(vec![
-                self.current.queue_weights(weights, version)?,
-            ]));
+            return self.current.queue_weights(weights, version);
         }
         // Both threads only read the tensors they are given: one deep copy is enough.
         let shared: NamedWeights = weights
             .iter()
             .map(|(name, t)| (name.clone(), t.shallow_clone()))
             .collect();
-        Ok(Publication::new(vec![
+        Ok(WeightsQueued::join([
             self.current.queue_weights(weights, version)?,
             self.snapshot.queue_weights(shared, version)?,
         ]))

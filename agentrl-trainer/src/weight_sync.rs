@@ -74,34 +74,11 @@ impl WeightSync {
     /// learner can go on with the next step meanwhile. `None` for the others, which
     /// `publish` serves: a synchronous run's policy reads the learner's own tensors, and
     /// servers load files written from the learner.
-    pub fn queue(&self, learner: &Learner, version: u64) -> Result<Option<Publication>> {
+    pub fn queue(&self, learner: &Learner, version: u64) -> Result<Option<WeightsQueued>> {
         Ok(match self {
-            WeightSync::Local(policy) => Some(Publication::new(vec![
-                policy.queue_weights(learner.weights(), version)?,
-            ])),
+            WeightSync::Local(policy) => Some(policy.queue_weights(learner.weights(), version)?),
             WeightSync::Cross(sync) => Some(sync.queue(learner, version)?),
             WeightSync::Shared(_) | WeightSync::Servers(_) => None,
         })
-    }
-}
-
-/// Weights queued for the in-process rollout policy ([`WeightSync::queue`]).
-#[must_use = "the weights may not be taken yet: await `taken`"]
-pub struct Publication {
-    queued: Vec<WeightsQueued>,
-}
-
-impl Publication {
-    /// The weights queued for each model thread, as one publication.
-    pub(crate) fn new(queued: Vec<WeightsQueued>) -> Self {
-        Publication { queued }
-    }
-
-    /// Waits until every model thread has taken the weights, or says why one could not.
-    pub async fn taken(self) -> Result<()> {
-        for queued in self.queued {
-            queued.taken().await?;
-        }
-        Ok(())
     }
 }
