@@ -4,6 +4,7 @@
 mod async_io;
 mod chaos;
 mod cycles;
+mod dep_checks;
 mod features;
 mod fuzz;
 mod gpu_check;
@@ -120,16 +121,6 @@ environment:
   LIBTORCH=<dir>                    use your own libtorch; test/demo/bench then skip setup
 ";
 
-/// Crates that must stay free of tch/libtorch (checked by `cargo xtask test`).
-/// Each entry is a package and the features to check it with (all of them, so the env-side
-/// binary and the tool command are covered too).
-const TCH_FREE_CRATES: [(&str, &str); 4] = [
-    ("agentrl-core", ""),
-    ("agentrl-env", "cli"),
-    ("agentrl-tools", "cli"),
-    ("agentrl-reward", ""),
-];
-
 /// A failed step: the message to print and the exit code xtask leaves with.
 #[derive(Debug)]
 pub struct Failure {
@@ -240,7 +231,9 @@ fn cmd_test(args: &[OsString]) -> Result<()> {
     let root = repo_root()?;
     let libtorch = prepare_libtorch(&root)?;
     section("check: core/env/tools/reward do not depend on tch");
-    check_tch_free(&root)?;
+    dep_checks::check_tch_free(&root)?;
+    section("check: the demo build has no ICU4X");
+    dep_checks::check_demo_dependencies(&root)?;
     cycles::check(&root)?;
     section("cargo test --workspace");
     let mut cmd = cargo(&root, libtorch.as_deref());
@@ -625,51 +618,6 @@ fn nvidia_gpus() -> Option<String> {
         .filter(|out| out.status.success())
         .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
         .filter(|text| text.contains("GPU"))
-}
-
-/// Fails if any crate of [`TCH_FREE_CRATES`] has tch or torch-sys among its normal dependencies.
-fn check_tch_free(root: &Path) -> Result<()> {
-    let mut offenders = Vec::new();
-    for (krate, features) in TCH_FREE_CRATES {
-        let mut cmd = cargo(root, None);
-        cmd.args(["tree", "-e", "normal", "-p", krate, "--prefix", "none"]);
-        if !features.is_empty() {
-            cmd.args(["--features", features]);
-        }
-        cmd.stdin(Stdio::null()).stderr(Stdio::inherit());
-        println!("$ {}", describe(&cmd));
-        let out = cmd.output().map_err(|e| {
-            Failure::new(format!("tch-free check: could not run `cargo tree`: {e}"))
-        })?;
-        if !out.status.success() {
-            return Err(Failure::new(format!(
-                "tch-free check: `cargo tree -p {krate}` failed ({}); see the cargo error above",
-                out.status
-            )));
-        }
-        let tree = String::from_utf8_lossy(&out.stdout);
-        let bad: Vec<&str> = tree
-            .lines()
-            .filter(|l| l.starts_with("tch ") || l.starts_with("torch-sys "))
-            .collect();
-        if bad.is_empty() {
-            println!("  {krate}: ok (no tch, no torch-sys)");
-        } else {
-            println!("  {krate}: FAIL ({})", bad.join(", "));
-            offenders.push(format!("{krate} -> {}", bad.join(", ")));
-        }
-    }
-    if offenders.is_empty() {
-        println!("tch-free check passed");
-        Ok(())
-    } else {
-        Err(Failure::new(format!(
-            "tch-free check failed: {}. These crates must build without libtorch; move the \
-             tch code to agentrl-policy/agentrl-trainer or make it an optional feature \
-             (`cargo tree -i tch -p <crate>` shows the path)",
-            offenders.join("; ")
-        )))
-    }
 }
 
 /// A `cargo` command run in the repository root, with LIBTORCH set when given.
