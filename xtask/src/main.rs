@@ -32,8 +32,9 @@ usage: cargo xtask <command> [args...]
 commands:
   setup [--cpu|--cuda]  provision libtorch 2.13.0 into .libtorch/ (CPU layout, or the CUDA
                         layout when `nvidia-smi -L` finds a GPU); a re-run is instant
-  test [args...]        setup, check that core/env/tools/reward do not depend on tch, the
-                        import-circle check (`cycles`), then `cargo test --workspace [args...]`;
+  test [args...]        setup, check that core/env/tools/reward do not depend on tch and that
+                        the demo's build has no ICU4X, the import-circle check (`cycles`),
+                        then `cargo test --workspace [args...]`;
                         without args also `cargo doc --workspace --no-deps`, whose warnings
                         (a broken or private link) fail
   features [PKG...]     `cargo check` each library crate with --no-default-features and with
@@ -336,8 +337,8 @@ enum Build {
     /// Every env and tool (`target/release/agentrl`).
     Full,
     /// The light envs only (trainer without its `full` feature), in the `demo` profile
-    /// (`target/demo/agentrl`): what the single-task demo needs, about two minutes less to
-    /// build on 2 cores.
+    /// (`target/demo/agentrl`): what the single-task demo needs, with agentrl's crates but
+    /// `agentrl-policy` and the dependencies it runs once or never at -O0 (see Cargo.toml).
     Demo,
 }
 
