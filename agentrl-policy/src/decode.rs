@@ -69,6 +69,13 @@ pub(crate) trait CachedDecoder: Send + 'static {
     ) -> Tensor;
     /// Logits `[B, T, V]` (f32) of hidden states `[B, T, D]`.
     fn head(&self, hidden: &Tensor) -> Tensor;
+    /// The head's weight `[V, D]` and bias `[V]` when [`CachedDecoder::head`] is exactly
+    /// `hidden · weightᵀ + bias`; a policy update then computes its log-probabilities with
+    /// [`crate::vocab_head`] instead of through libtorch's log-softmax (`None`: always through
+    /// `head`).
+    fn head_weight(&self) -> Option<(&Tensor, Option<&Tensor>)> {
+        None
+    }
     /// Logits `[B, V]` (f32) of an engine step's hidden states `[B, D]`, in whichever strides
     /// are fastest to compute: f32 models on the CPU return them weight-major (a transposed
     /// view of `W · hᵀ`, see [`weight_major_logits`]); the engine reads either layout.
@@ -481,6 +488,8 @@ const HEAD_CHUNK_LOGITS: i64 = 16 << 20;
 /// Log-probabilities of `targets` `[B, S]` and entropies from hidden states `[B, S, D]`,
 /// where `mask` `[B, S]` is non-zero (0 elsewhere): only those positions go through the
 /// vocabulary head, log-softmax and entropy, a chunk at a time; the results are scattered back.
+/// A large f32 head on the CPU whose entropy needs no gradient goes through
+/// [`crate::vocab_head::head_logprobs`] (no log-softmax graph), any other through libtorch.
 fn masked_head<M: CachedDecoder>(
     model: &M,
     hidden: &Tensor,
@@ -496,7 +505,23 @@ fn masked_head<M: CachedDecoder>(
     let picked = hidden.reshape([-1, d]).index_select(0, &index);
     let targets = targets.reshape([-1]).index_select(0, &index).unsqueeze(-1);
     let positions = index.size().first().copied().unwrap_or(0);
+    let scatter = |parts: &[Tensor]| {
+        let zeros = Tensor::zeros([b * s], (Kind::Float, device));
+        match parts.is_empty() {
+            true => zeros.view([b, s]),
+            false => zeros
+                .index_add(0, &index, &Tensor::cat(parts, 0))
+                .view([b, s]),
+        }
+    };
     let vocab = CachedDecoder::vocab_size(model).max(1) as i64;
+    let fused = !entropy_grad && vocab >= crate::vocab_head::MIN_VOCAB;
+    if let Some((weight, bias)) = model.head_weight().filter(|_| fused) {
+        let fused = crate::vocab_head::head_logprobs(&picked, &targets, weight, bias, temperature);
+        if let Some((chosen, entropies)) = fused {
+            return (scatter(&[chosen]), scatter(&[entropies]));
+        }
+    }
     let chunk = (HEAD_CHUNK_LOGITS / vocab).max(1);
     let (mut chosen, mut entropies) = (Vec::new(), Vec::new());
     let mut start = 0;
@@ -526,15 +551,6 @@ fn masked_head<M: CachedDecoder>(
         });
         start += len;
     }
-    let scatter = |parts: &[Tensor]| {
-        let zeros = Tensor::zeros([b * s], (Kind::Float, device));
-        match parts.is_empty() {
-            true => zeros.view([b, s]),
-            false => zeros
-                .index_add(0, &index, &Tensor::cat(parts, 0))
-                .view([b, s]),
-        }
-    };
     (scatter(&chosen), scatter(&entropies))
 }
 

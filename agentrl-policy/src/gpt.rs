@@ -220,6 +220,9 @@ impl CachedDecoder for TinyGpt {
     fn head(&self, hidden: &Tensor) -> Tensor {
         self.head.forward(hidden)
     }
+    fn head_weight(&self) -> Option<(&Tensor, Option<&Tensor>)> {
+        Some((&self.head.ws, self.head.bs.as_ref()))
+    }
     fn step_head(&self, hidden: &Tensor) -> Tensor {
         crate::decode::weight_major_logits(hidden, &self.head.ws, self.head.bs.as_ref())
             .unwrap_or_else(|| self.head(hidden))

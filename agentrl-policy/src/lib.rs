@@ -63,6 +63,8 @@ pub mod serve;
 pub mod tch_policy;
 #[cfg(feature = "tch")]
 pub mod threads;
+#[cfg(feature = "tch")]
+mod vocab_head;
 
 pub use chat::{ChatFormat, ParsedAction, TinyChatFormat};
 pub use cross::CrossPolicy;

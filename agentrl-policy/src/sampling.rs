@@ -203,7 +203,7 @@ fn entropy_portable(logp: &[f32]) -> f32 {
 /// the nearest integer to `x / ln 2` and `|r| <= ln 2 / 2`, where the Taylor series to degree 7
 /// is off by less than `r^8 / 8! < 6e-9`.
 #[inline(always)]
-fn exp_nonpositive(x: f32) -> f32 {
+pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     // Adding and removing 1.5 * 2^23 rounds to the nearest integer (|x / ln 2| < 2^22).
     const ROUND: f32 = 12_582_912.0;
     // ln 2 in two parts: `n * LN2_HIGH` is exact for the `n` that occur.

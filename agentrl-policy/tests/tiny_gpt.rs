@@ -12,10 +12,14 @@ use agentrl_policy::{GptConfig, TchPolicy, TinyGpt, snapshot_weights};
 use tch::{Device, Kind, Tensor, nn};
 
 fn model(seed: i64) -> (nn::VarStore, TinyGpt) {
+    model_with_vocab(seed, 40)
+}
+
+fn model_with_vocab(seed: i64, vocab_size: usize) -> (nn::VarStore, TinyGpt) {
     tch::manual_seed(seed);
     let vs = nn::VarStore::new(Device::Cpu);
     let cfg = GptConfig {
-        vocab_size: 40,
+        vocab_size,
         d_model: 32,
         n_layers: 2,
         n_heads: 4,
@@ -338,7 +342,15 @@ async fn streamed_tokens_are_the_generations_tokens_in_order() {
 
 #[test]
 fn masked_and_prefixed_logprobs_match_the_full_forward() {
-    let (vs, m) = model(11);
+    // A small vocabulary goes through libtorch's log-softmax; a large one through the
+    // vocabulary head's column pass and surrogate gradient (`vocab_head.rs`).
+    for vocab in [40, 20_000] {
+        masked_and_prefixed_logprobs_match_the_full_forward_with(vocab);
+    }
+}
+
+fn masked_and_prefixed_logprobs_match_the_full_forward_with(vocab: usize) {
+    let (vs, m) = model_with_vocab(11, vocab);
     let prefix = Tensor::from_slice(&[1i64, 5, 9, 12, 3]).view([1, 5]);
     let rest = Tensor::from_slice(&[20i64, 33, 2, 7, 8, 0, 11, 21, 30]).view([3, 3]);
     let mask = Tensor::from_slice(&[1f32, 1., 1., 0., 0., 1.]).view([3, 2]);
@@ -352,6 +364,9 @@ fn masked_and_prefixed_logprobs_match_the_full_forward() {
     let diff = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
     assert!(diff(&lp_all, &lp) < 1e-5 && diff(&ent_all, &ent) < 1e-5);
     assert!(!ent.requires_grad());
+    let (lp_masked, ent_masked) = m.masked_token_logprobs(&full, &mask_full(&mask), 0.9, false);
+    let (lp_masked, ent_masked) = (lp_masked.narrow(1, 5, 2), ent_masked.narrow(1, 5, 2));
+    assert!(diff(&lp_all, &lp_masked) < 1e-5 && diff(&ent_all, &ent_masked) < 1e-5);
     // The gradients of a loss on the log-probs agree too.
     let weights = Tensor::from_slice(&[1.0f32, -0.5]).view([1, 2]);
     (lp_all * &weights).sum(Kind::Float).backward();
@@ -368,4 +383,17 @@ fn masked_and_prefixed_logprobs_match_the_full_forward() {
         let scale = a.abs().max().double_value(&[]).max(1.0);
         assert!(diff(a, &v.grad()) < 1e-5 * scale);
     }
+}
+
+/// `mask` `[B, 2]` over the last two scored positions of the 8-id rows of
+/// [`masked_and_prefixed_logprobs_match_the_full_forward`], widened to all 7 scored positions.
+fn mask_full(mask: &Tensor) -> Tensor {
+    let rows = mask.size()[0];
+    Tensor::cat(
+        &[
+            Tensor::zeros([rows, 5], (Kind::Float, Device::Cpu)),
+            mask.shallow_clone(),
+        ],
+        1,
+    )
 }

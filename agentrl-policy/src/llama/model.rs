@@ -258,6 +258,9 @@ impl CachedDecoder for Llama {
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         hidden.linear::<Tensor>(head, None).to_kind(Kind::Float)
     }
+    fn head_weight(&self) -> Option<(&Tensor, Option<&Tensor>)> {
+        Some((self.lm_head.as_ref().unwrap_or(&self.embed_tokens), None))
+    }
     fn step_head(&self, hidden: &Tensor) -> Tensor {
         let head = self.lm_head.as_ref().unwrap_or(&self.embed_tokens);
         crate::decode::weight_major_logits(hidden, head, None).unwrap_or_else(|| self.head(hidden))
