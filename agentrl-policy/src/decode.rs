@@ -504,32 +504,44 @@ fn masked_head<M: CachedDecoder>(
     let index = mask.reshape([-1]).gt(0.0).nonzero().reshape([-1]);
     let picked = hidden.reshape([-1, d]).index_select(0, &index);
     let targets = targets.reshape([-1]).index_select(0, &index).unsqueeze(-1);
-    let positions = index.size().first().copied().unwrap_or(0);
-    let scatter = |parts: &[Tensor]| {
-        let zeros = Tensor::zeros([b * s], (Kind::Float, device));
-        match parts.is_empty() {
-            true => zeros.view([b, s]),
-            false => zeros
-                .index_add(0, &index, &Tensor::cat(parts, 0))
-                .view([b, s]),
-        }
+    let scatter = |values: &Tensor| {
+        Tensor::zeros([b * s], (Kind::Float, device))
+            .index_add(0, &index, values)
+            .view([b, s])
     };
     let vocab = CachedDecoder::vocab_size(model).max(1) as i64;
     let fused = !entropy_grad && vocab >= crate::vocab_head::MIN_VOCAB;
     if let Some((weight, bias)) = model.head_weight().filter(|_| fused) {
         let fused = crate::vocab_head::head_logprobs(&picked, &targets, weight, bias, temperature);
         if let Some((chosen, entropies)) = fused {
-            return (scatter(&[chosen]), scatter(&[entropies]));
+            return (scatter(&chosen), scatter(&entropies));
         }
     }
-    let chunk = (HEAD_CHUNK_LOGITS / vocab).max(1);
+    let head = |h: &Tensor| model.head(&h.unsqueeze(0)).squeeze_dim(0);
+    let (chosen, entropies) =
+        chunked_head_logprobs(head, &picked, &targets, vocab, temperature, entropy_grad);
+    (scatter(&chosen), scatter(&entropies))
+}
+
+/// Log-probabilities of `targets` `[N, 1]` and entropies `[N]` of hidden states `[N, D]`
+/// through libtorch: `head` (hidden states `[n, D]` to f32 logits `[n, V]`), log-softmax,
+/// gather and entropy, [`HEAD_CHUNK_LOGITS`] logits at a time. The entropies carry gradients
+/// only with `entropy_grad`.
+fn chunked_head_logprobs(
+    head: impl Fn(&Tensor) -> Tensor,
+    picked: &Tensor,
+    targets: &Tensor,
+    vocab: i64,
+    temperature: f64,
+    entropy_grad: bool,
+) -> (Tensor, Tensor) {
+    let positions = picked.size().first().copied().unwrap_or(0);
+    let chunk = (HEAD_CHUNK_LOGITS / vocab.max(1)).max(1);
     let (mut chosen, mut entropies) = (Vec::new(), Vec::new());
     let mut start = 0;
     while start < positions {
         let len = chunk.min(positions - start);
-        let logits = model
-            .head(&picked.narrow(0, start, len).unsqueeze(0))
-            .squeeze_dim(0);
+        let logits = head(&picked.narrow(0, start, len));
         let logits = if temperature > 0.0 && temperature != 1.0 {
             logits / temperature
         } else {
@@ -551,7 +563,36 @@ fn masked_head<M: CachedDecoder>(
         });
         start += len;
     }
-    (scatter(&chosen), scatter(&entropies))
+    let device = picked.device();
+    match chosen.is_empty() {
+        true => (
+            Tensor::zeros([0], (Kind::Float, device)),
+            Tensor::zeros([0], (Kind::Float, device)),
+        ),
+        false => (Tensor::cat(&chosen, 0), Tensor::cat(&entropies, 0)),
+    }
+}
+
+/// The two ways a policy update can compute the log-probabilities and entropies of a linear
+/// vocabulary head `weight` `[V, D]` over hidden states `[N, D]` (targets `[N]`), for the
+/// `update_head` benchmark: through libtorch's log-softmax graph (`fused: false`) or
+/// [`crate::vocab_head::head_logprobs`] (`fused: true`; `None` where that does not apply).
+#[doc(hidden)]
+pub fn head_logprobs_for_bench(
+    hidden: &Tensor,
+    targets: &Tensor,
+    weight: &Tensor,
+    fused: bool,
+) -> Option<(Tensor, Tensor)> {
+    if fused {
+        return crate::vocab_head::head_logprobs(hidden, targets, weight, None, 1.0);
+    }
+    let vocab = weight.size().first().copied().unwrap_or(1);
+    let head = |h: &Tensor| h.linear::<Tensor>(weight, None);
+    let targets = targets.reshape([-1, 1]);
+    Some(chunked_head_logprobs(
+        head, hidden, &targets, vocab, 1.0, false,
+    ))
 }
 
 /// Log-probabilities in a chunk from which [`row_entropies`] splits its rows over the libtorch

@@ -2,7 +2,9 @@
 //! tenth of SmolLM2's weights (fp32 and bf16, in one pass or with tensor operations), and
 //! concurrent rollouts through the policy's continuous-batching engine: single-turn-ish
 //! `arith-calc`, and one RL step of multi-turn `maze` (16 tasks × 8 episodes, a 1,024-token
-//! context) with and without the sessions' keys and values kept between turns.
+//! context) with and without the sessions' keys and values kept between turns; and a policy
+//! update's vocabulary head at the tiny Llama's shape (log-probabilities, entropies and the
+//! backward pass), through libtorch's log-softmax and through `agentrl-policy`'s column pass.
 
 use std::sync::Arc;
 
@@ -285,6 +287,37 @@ fn turn_params() -> SamplingParams {
     }
 }
 
+/// The vocabulary head of a GRPO update at the `--vs-trl` tiny Llama's shape: 1,536 policy
+/// tokens (32 episodes × 48), width 128, 49,152 ids; forward, and backward of a loss on the
+/// log-probs. Freed memory stays mapped, as in `agentrl`.
+fn update_head(c: &mut Criterion) {
+    agentrl_trainer::allocator::keep_freed_memory();
+    tch::set_num_threads(2);
+    tch::manual_seed(0);
+    let (positions, width, vocab) = (1536, 128, 49_152);
+    let opts = (Kind::Float, Device::Cpu);
+    let weight = (Tensor::randn([vocab, width], opts) * 0.02).set_requires_grad(true);
+    let hidden = Tensor::randn([positions, width], opts).set_requires_grad(true);
+    let targets = Tensor::randint(vocab, [positions], (Kind::Int64, Device::Cpu));
+    let mut g = c.benchmark_group("update_head");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(positions as u64));
+    for (name, fused) in [("libtorch_log_softmax", false), ("column_pass", true)] {
+        g.bench_function(format!("tiny_llama_1536_tokens_{name}"), |b| {
+            b.iter(|| {
+                let (logp, _) = agentrl_policy::decode::head_logprobs_for_bench(
+                    &hidden, &targets, &weight, fused,
+                )
+                .expect("an f32 head on the CPU");
+                logp.sum(Kind::Float).backward();
+                let _ = weight.grad().zero_();
+                let _ = hidden.grad().zero_();
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     advantages,
@@ -292,6 +325,7 @@ criterion_group!(
     sft_mixture,
     adamw_step,
     rollouts,
-    multi_turn_rollouts
+    multi_turn_rollouts,
+    update_head
 );
 criterion_main!(benches);
