@@ -11,6 +11,7 @@ use agentrl_core::{Error, FinishReason, Generation, Result, SamplingParams, Seed
 use tch::{Device, Kind, Tensor};
 
 use crate::sampling::sample_token;
+use crate::threads::on_threads;
 
 /// Attention bias value for masked positions (finite, so fully masked rows stay finite).
 pub(crate) const MASKED: f64 = -1e9;
@@ -631,21 +632,6 @@ fn row_entropies(logp: &Tensor) -> Option<Tensor> {
         on_threads(parts, |(values, out)| fill(values, out));
     }
     Some(Tensor::from_slice(&out))
-}
-
-/// Runs `work` on every part, each part but the first on a thread of its own (the calling
-/// thread takes the first), and returns when all are done.
-pub(crate) fn on_threads<P: Send>(mut parts: impl Iterator<Item = P>, work: impl Fn(P) + Sync) {
-    let first = parts.next();
-    std::thread::scope(|scope| {
-        for part in parts {
-            let work = &work;
-            scope.spawn(move || work(part));
-        }
-        if let Some(part) = first {
-            work(part);
-        }
-    });
 }
 
 /// Log-probabilities `[B, T-1]` of `ids[:, 1:]` given `logits` `[B, T-1, V]` computed over

@@ -5,6 +5,9 @@
 //! operation (or `get_num_threads`) libtorch applies that default, which by then may be
 //! another thread's later choice. [`set_torch_threads`] sets the thread up first, so the count
 //! it sets stays.
+//!
+//! Work of our own that splits over the cores (sampling a decode step's rows, the update's
+//! vocabulary pass) runs on scoped threads through `on_threads`.
 
 /// Sets the calling OS thread's libtorch thread count to `threads` (at least 1) for good: a
 /// later call on another thread does not change it. The process-wide default that threads
@@ -34,6 +37,21 @@ pub fn with_torch_threads<R>(threads: i32, work: impl FnOnce() -> R) -> R {
         set_torch_threads(threads);
     }
     work()
+}
+
+/// Runs `work` on every part, each part but the first on a thread of its own (the calling
+/// thread takes the first), and returns when all are done.
+pub(crate) fn on_threads<P: Send>(mut parts: impl Iterator<Item = P>, work: impl Fn(P) + Sync) {
+    let first = parts.next();
+    std::thread::scope(|scope| {
+        for part in parts {
+            let work = &work;
+            scope.spawn(move || work(part));
+        }
+        if let Some(part) = first {
+            work(part);
+        }
+    });
 }
 
 #[cfg(test)]

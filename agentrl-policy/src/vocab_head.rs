@@ -21,8 +21,8 @@
 
 use tch::{Device, Kind, Tensor};
 
-use crate::decode::on_threads;
 use crate::sampling::exp_nonpositive;
+use crate::threads::on_threads;
 
 /// Smallest vocabulary whose update goes through [`head_logprobs`]: measured on 49,152 ids,
 /// where the head is most of an update. A small vocabulary's log-softmax costs little either
@@ -30,8 +30,13 @@ use crate::sampling::exp_nonpositive;
 pub(crate) const MIN_VOCAB: i64 = 16_384;
 
 /// Most positions in one product of the head: beyond about a thousand the products run no
-/// faster, and every chunk shares the weight's gradient accumulation.
+/// faster (768, 1,024 and 2,048 gave the tiny Llama's update the same time).
 const MAX_CHUNK_POSITIONS: i64 = 1024;
+
+/// Most logits in one product of the head (256 MiB): what a call without gradients holds at
+/// once (with gradients every chunk's probabilities are kept for the backward pass anyway).
+/// 1,024 positions of a 49,152-id vocabulary, 441 of Qwen2's 151,936.
+const MAX_CHUNK_LOGITS: i64 = 64 << 20;
 
 /// Vocabulary rows after which a column pass adds its running sums into the totals, so that
 /// the sums' rounding grows with `rows / ROW_BLOCK + ROW_BLOCK`, not with the vocabulary.
@@ -79,7 +84,8 @@ pub(crate) fn head_logprobs(
 
     let (w, b) = (weight.detach(), bias.map(Tensor::detach));
     let h = hidden.detach();
-    let chunks = (n + MAX_CHUNK_POSITIONS - 1) / MAX_CHUNK_POSITIONS;
+    let most = MAX_CHUNK_POSITIONS.min(MAX_CHUNK_LOGITS / vocab).max(1);
+    let chunks = (n + most - 1) / most;
     let chunk = (n + chunks - 1) / chunks;
     let mut chosen = vec![0.0f32; n as usize];
     let mut entropies = vec![0.0f32; n as usize];

@@ -60,7 +60,7 @@ fn transpose(columns: &[f32], vocab: usize, rows: usize) -> Vec<f32> {
             rest = tail;
         }
     }
-    crate::decode::on_threads(parts.into_iter(), |(start, mut part)| {
+    crate::threads::on_threads(parts.into_iter(), |(start, mut part)| {
         transpose_range(columns, rows, start, &mut part)
     });
     // SAFETY: the parts cover every vocabulary id of every row, so all `n` values were

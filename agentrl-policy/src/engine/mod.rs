@@ -30,8 +30,9 @@ use agentrl_core::{Error, Result, SeededRng, TokenId};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
-use crate::decode::{Detokenizer, MASKED, PolicyModel, check_request, on_threads, push_token};
+use crate::decode::{Detokenizer, MASKED, PolicyModel, check_request, push_token};
 use crate::sampling::sample_token;
+use crate::threads::on_threads;
 pub(crate) use jobs::Job;
 pub use jobs::StreamedToken;
 use jobs::{JobState, Row};
