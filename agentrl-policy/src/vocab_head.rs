@@ -422,6 +422,21 @@ mod tests {
     }
 
     #[test]
+    fn a_frozen_head_passes_gradients_to_the_hidden_states_only() {
+        // A LoRA model's head: the base weights do not train.
+        let (hidden, weight, _, targets, loss_weights) = case(64, 8, 500);
+        let frozen = weight.detach();
+        let (chosen, _) = head_logprobs(&hidden, &targets, &frozen, None, 0.8).expect("applies");
+        (&chosen * &loss_weights).sum(Kind::Float).backward();
+        let got = hidden.grad().copy();
+        let _ = hidden.grad().zero_();
+        let (want, _) = reference(&hidden, &frozen, None, &targets, 0.8);
+        (&want * &loss_weights).sum(Kind::Float).backward();
+        assert!(max_diff(&got, &hidden.grad()) < 1e-5);
+        assert!(!frozen.grad().defined());
+    }
+
+    #[test]
     fn without_gradients_only_values_come_back() {
         let (hidden, weight, _, targets, _) = case(20, 8, 50);
         let (chosen, entropy) =
