@@ -489,8 +489,8 @@ const HEAD_CHUNK_LOGITS: i64 = 16 << 20;
 /// Log-probabilities of `targets` `[B, S]` and entropies from hidden states `[B, S, D]`,
 /// where `mask` `[B, S]` is non-zero (0 elsewhere): only those positions go through the
 /// vocabulary head, log-softmax and entropy, a chunk at a time; the results are scattered back.
-/// A large f32 head on the CPU whose entropy needs no gradient goes through
-/// [`crate::vocab_head::head_logprobs`] (no log-softmax graph), any other through libtorch.
+/// A large f32 head on the CPU goes through [`crate::vocab_head::head_logprobs`] (no
+/// log-softmax graph), any other through libtorch.
 fn masked_head<M: CachedDecoder>(
     model: &M,
     hidden: &Tensor,
@@ -511,9 +511,16 @@ fn masked_head<M: CachedDecoder>(
             .view([b, s])
     };
     let vocab = CachedDecoder::vocab_size(model).max(1) as i64;
-    let fused = !entropy_grad && vocab >= crate::vocab_head::MIN_VOCAB;
-    if let Some((weight, bias)) = model.head_weight().filter(|_| fused) {
-        let fused = crate::vocab_head::head_logprobs(&picked, &targets, weight, bias, temperature);
+    let large = vocab >= crate::vocab_head::MIN_VOCAB;
+    if let Some((weight, bias)) = model.head_weight().filter(|_| large) {
+        let fused = crate::vocab_head::head_logprobs(
+            &picked,
+            &targets,
+            weight,
+            bias,
+            temperature,
+            entropy_grad,
+        );
         if let Some((chosen, entropies)) = fused {
             return (scatter(&chosen), scatter(&entropies));
         }
@@ -586,7 +593,7 @@ pub fn head_logprobs_for_bench(
     fused: bool,
 ) -> Option<(Tensor, Tensor)> {
     if fused {
-        return crate::vocab_head::head_logprobs(hidden, targets, weight, None, 1.0);
+        return crate::vocab_head::head_logprobs(hidden, targets, weight, None, 1.0, false);
     }
     let vocab = weight.size().first().copied().unwrap_or(1);
     let head = |h: &Tensor| h.linear::<Tensor>(weight, None);

@@ -6,7 +6,9 @@
 //! `(δ_vy - p_v) / T` for the bias. So once the probabilities `P` are known, the log-probability
 //! is a fixed value plus the surrogate `s = h · (w_y - Pᵀ W) / T (+ (b_y - P · b) / T)`, whose
 //! gradient is exactly that, and whose value is replaced by the exact one:
-//! `log p = value + (s - detach(s))`.
+//! `log p = value + (s - detach(s))`. The entropy `H` works the same way where its gradient
+//! is asked for: `∂H/∂l_v = -p_v (log p_v + H) / T`, so its surrogate mixes the head's rows
+//! with those weights instead of `δ_vy - p_v` (one more product each way, and that matrix kept).
 //!
 //! That does the head's three matrix products (the logits, `Pᵀ W` and, in the backward pass,
 //! `P · ∂s/∂m` for the head's gradient) and nothing else through libtorch's autograd: the
@@ -45,10 +47,38 @@ const ROW_BLOCK: usize = 64;
 /// Logits in a chunk from which [`column_softmax`] splits its rows over the libtorch threads.
 const PARALLEL_VALUES: usize = 1 << 18;
 
+/// Defines `$name`, which runs the kernel `$portable` compiled for AVX2 (as `$avx2`) where the
+/// CPU has it, and as the build targets elsewhere; the arithmetic is the same lane for lane,
+/// so both give the same bits.
+macro_rules! avx2_dispatch {
+    (
+        $(#[$doc:meta])*
+        fn $name:ident, $avx2:ident => $portable:ident($($arg:ident: $ty:ty),* $(,)?)
+    ) => {
+        $(#[$doc])*
+        fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, checked just above.
+                return unsafe { $avx2($($arg),*) };
+            }
+            $portable($($arg),*)
+        }
+
+        #[doc = concat!("[`", stringify!($name), "`] compiled for AVX2.")]
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        fn $avx2($($arg: $ty),*) {
+            $portable($($arg),*)
+        }
+    };
+}
+
 /// Log-probabilities of `targets` `[N]` (int64) and entropies `[N]` under
 /// `softmax((hidden · weightᵀ + bias) / temperature)` for hidden states `[N, D]` and a head
 /// `weight` `[V, D]` (`bias` `[V]`), with gradients for `hidden`, `weight` and `bias`
-/// wherever they require them; the entropies carry none. `temperature <= 0` counts as 1.
+/// wherever they require them; the entropies carry gradients too with `entropy_grad` (an
+/// entropy bonus), through a second surrogate. `temperature <= 0` counts as 1.
 ///
 /// `None` when this path does not apply: a tensor not f32 on the CPU, no positions, a target
 /// outside the vocabulary (the caller's libtorch path then reports it as it always has).
@@ -58,6 +88,7 @@ pub(crate) fn head_logprobs(
     weight: &Tensor,
     bias: Option<&Tensor>,
     temperature: f64,
+    entropy_grad: bool,
 ) -> Option<(Tensor, Tensor)> {
     let on_cpu_f32 = |t: &Tensor| t.device() == Device::Cpu && t.kind() == Kind::Float;
     if !on_cpu_f32(hidden) || !on_cpu_f32(weight) || !bias.is_none_or(on_cpu_f32) {
@@ -91,6 +122,8 @@ pub(crate) fn head_logprobs(
     let mut entropies = vec![0.0f32; n as usize];
     // Per chunk, `Pᵀ W` (and `P · b`): the part of the surrogate that needs the probabilities.
     let (mut mixed_rows, mut mixed_bias) = (Vec::new(), Vec::new());
+    // Per chunk, `Qᵀ W` (and `Q · b`) for the entropies' gradient, where asked for.
+    let (mut entropy_rows, mut entropy_bias) = (Vec::new(), Vec::new());
     let mut start = 0;
     while start < n {
         let len = chunk.min(n - start);
@@ -100,7 +133,7 @@ pub(crate) fn head_logprobs(
             None => w.mm(&columns),
         })
         .contiguous();
-        let range = start as usize..(start + len) as usize;
+        let range = range_of(start, len);
         // SAFETY: `probs` is a contiguous f32 CPU tensor of `vocab * len` elements that this
         // function alone holds (fresh from the product, no gradient history) while the slice
         // lives.
@@ -122,6 +155,15 @@ pub(crate) fn head_logprobs(
             if let Some(bias) = bias {
                 mixed_bias.push(probs_t.mv(bias));
             }
+            if entropy_grad {
+                // ∂H/∂l_v = q_v / T with q_v = -p_v (log p_v + H) (0 where p_v is 0).
+                let column_entropies = Tensor::from_slice(&entropies[range_of(start, len)]);
+                let q = tch::no_grad(|| -(probs.xlogy(&probs) + &probs * column_entropies)).tr();
+                entropy_rows.push(q.mm(weight));
+                if let Some(bias) = bias {
+                    entropy_bias.push(q.mv(bias));
+                }
+            }
         }
         start += len;
     }
@@ -130,15 +172,35 @@ pub(crate) fn head_logprobs(
     if !with_grad {
         return Some((values, entropies));
     }
+    let inv_t = f64::from(inv_t);
+    // The surrogate of a per-column mixture `r` of the head's rows (and of the bias): its
+    // gradient is `r / T` for the hidden states, `r_v h / T` for each row and `r_v / T` for
+    // the bias; its value is taken out again.
+    let surrogate = |rows: Tensor, bias_terms: Option<Tensor>| {
+        let s = (hidden * rows).sum_dim_intlist(-1, false, Kind::Float);
+        let s = match bias_terms {
+            Some(terms) => (s + terms) * inv_t,
+            None => s * inv_t,
+        };
+        &s - s.detach()
+    };
     let index = Tensor::from_slice(&ids);
-    let mixed = Tensor::cat(&mixed_rows, 0);
-    let mut surrogate =
-        (hidden * (weight.index_select(0, &index) - mixed)).sum_dim_intlist(-1, false, Kind::Float);
-    if let Some(bias) = bias {
-        surrogate = surrogate + bias.index_select(0, &index) - Tensor::cat(&mixed_bias, 0);
-    }
-    let surrogate = surrogate * f64::from(inv_t);
-    Some((values + (&surrogate - surrogate.detach()), entropies))
+    let chosen_rows = weight.index_select(0, &index) - Tensor::cat(&mixed_rows, 0);
+    let chosen_bias = bias.map(|b| b.index_select(0, &index) - Tensor::cat(&mixed_bias, 0));
+    let values = values + surrogate(chosen_rows, chosen_bias);
+    let entropies = match entropy_grad {
+        false => entropies,
+        true => {
+            let bias_terms = bias.map(|_| Tensor::cat(&entropy_bias, 0));
+            entropies + surrogate(Tensor::cat(&entropy_rows, 0), bias_terms)
+        }
+    };
+    Some((values, entropies))
+}
+
+/// The index range of `len` positions from `start`.
+fn range_of(start: i64, len: i64) -> std::ops::Range<usize> {
+    start as usize..(start + len) as usize
 }
 
 /// Whether libtorch records operations for autograd on this thread now.
@@ -216,21 +278,9 @@ fn fold_columns(parts: &[Vec<f32>], init: f32, op: impl Fn(f32, f32) -> f32) -> 
         .collect()
 }
 
-/// Raises `max` to each column's largest value in `part` (rows of `max.len()` values).
-fn column_max(part: &[f32], max: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        return unsafe { column_max_avx2(part, max) };
-    }
-    column_max_portable(part, max)
-}
-
-/// [`column_max`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn column_max_avx2(part: &[f32], max: &mut [f32]) {
-    column_max_portable(part, max)
+avx2_dispatch! {
+    /// Raises `max` to each column's largest value in `part` (rows of `max.len()` values).
+    fn column_max, column_max_avx2 => column_max_portable(part: &[f32], max: &mut [f32])
 }
 
 /// [`column_max`] in the instructions the build targets.
@@ -243,35 +293,17 @@ fn column_max_portable(part: &[f32], max: &mut [f32]) {
     }
 }
 
-/// Replaces every value `l` of `part` by its weight `e = exp((l - max[c]) * inv_t)` and adds
-/// each column's weights to `sum` and its `e · (l - max[c]) * inv_t` to `weighted`, a
-/// [`ROW_BLOCK`] of rows at a time.
-fn column_weights(
-    part: &mut [f32],
-    max: &[f32],
-    inv_t: f32,
-    sum: &mut [f32],
-    weighted: &mut [f32],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        return unsafe { column_weights_avx2(part, max, inv_t, sum, weighted) };
-    }
-    column_weights_portable(part, max, inv_t, sum, weighted)
-}
-
-/// [`column_weights`] compiled for AVX2 (and FMA-free, so it gives the portable bits).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn column_weights_avx2(
-    part: &mut [f32],
-    max: &[f32],
-    inv_t: f32,
-    sum: &mut [f32],
-    weighted: &mut [f32],
-) {
-    column_weights_portable(part, max, inv_t, sum, weighted)
+avx2_dispatch! {
+    /// Replaces every value `l` of `part` by its weight `e = exp((l - max[c]) * inv_t)` and
+    /// adds each column's weights to `sum` and its `e · (l - max[c]) * inv_t` to `weighted`, a
+    /// [`ROW_BLOCK`] of rows at a time.
+    fn column_weights, column_weights_avx2 => column_weights_portable(
+        part: &mut [f32],
+        max: &[f32],
+        inv_t: f32,
+        sum: &mut [f32],
+        weighted: &mut [f32]
+    )
 }
 
 /// [`column_weights`] in the instructions the build targets.
@@ -312,21 +344,12 @@ fn column_weights_portable(
     }
 }
 
-/// Multiplies each column of `part` by `inv_sum[c]`.
-fn scale_columns(part: &mut [f32], inv_sum: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        return unsafe { scale_columns_avx2(part, inv_sum) };
-    }
-    scale_columns_portable(part, inv_sum)
-}
-
-/// [`scale_columns`] compiled for AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn scale_columns_avx2(part: &mut [f32], inv_sum: &[f32]) {
-    scale_columns_portable(part, inv_sum)
+avx2_dispatch! {
+    /// Multiplies each column of `part` by `inv_sum[c]`.
+    fn scale_columns, scale_columns_avx2 => scale_columns_portable(
+        part: &mut [f32],
+        inv_sum: &[f32]
+    )
 }
 
 /// [`scale_columns`] in the instructions the build targets.
@@ -356,7 +379,8 @@ mod tests {
         (hidden, weight, bias, targets, loss_weights)
     }
 
-    /// The same quantities through libtorch's log-softmax and gather.
+    /// The same quantities through libtorch's log-softmax and gather (the entropies with
+    /// their gradient).
     fn reference(
         hidden: &Tensor,
         weight: &Tensor,
@@ -369,7 +393,7 @@ mod tests {
             .gather(-1, &targets.unsqueeze(-1), false)
             .squeeze_dim(-1);
         let entropy = -(logp.exp() * &logp).sum_dim_intlist(-1, false, Kind::Float);
-        (chosen, entropy.detach())
+        (chosen, entropy)
     }
 
     fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
@@ -391,33 +415,54 @@ mod tests {
 
     #[test]
     fn values_and_gradients_match_libtorchs_log_softmax() {
+        // 1,500 positions: two chunks of the head.
         for (with_bias, temperature) in [(true, 0.7), (false, 1.0), (true, 1.3)] {
-            // 1,500 positions: two chunks of the head.
-            let (hidden, weight, bias, targets, loss_weights) = case(1500, 16, 300);
-            let bias = with_bias.then_some(&bias);
-            let params: Vec<&Tensor> = [&hidden, &weight].into_iter().chain(bias).collect();
+            check_against_libtorch(1500, with_bias, temperature, 0.0);
+        }
+    }
 
-            let (chosen, entropy) =
-                head_logprobs(&hidden, &targets, &weight, bias, temperature).expect("applies");
-            assert!(chosen.requires_grad() && !entropy.requires_grad());
-            (&chosen * &loss_weights).sum(Kind::Float).backward();
-            let fused = grads(&params);
-            zero_grads(&params);
+    #[test]
+    fn an_entropy_bonus_gets_libtorchs_gradient() {
+        for (with_bias, temperature) in [(true, 0.7), (false, 1.0)] {
+            check_against_libtorch(1100, with_bias, temperature, 0.3);
+        }
+    }
 
-            let (want, want_entropy) = reference(&hidden, &weight, bias, &targets, temperature);
-            (&want * &loss_weights).sum(Kind::Float).backward();
-            let wanted = grads(&params);
-            zero_grads(&params);
-
-            assert!(max_diff(&chosen, &want) < 1e-4, "{with_bias} {temperature}");
-            assert!(max_diff(&entropy, &want_entropy) < 1e-4);
-            for (got, want) in fused.iter().zip(&wanted) {
-                let scale = want.abs().max().double_value(&[]).max(1.0);
-                assert!(
-                    max_diff(got, want) / scale < 1e-5,
-                    "{with_bias} {temperature}"
-                );
+    /// Runs a random case of `n` positions through [`head_logprobs`] and through libtorch, with
+    /// a policy loss minus `entropy_bonus` times the entropies (as `entropy_coef` makes it;
+    /// 0: the entropies carry no gradient), and compares the values and every gradient.
+    fn check_against_libtorch(n: i64, with_bias: bool, temperature: f64, entropy_bonus: f64) {
+        let (hidden, weight, bias, targets, loss_weights) = case(n, 16, 300);
+        let bias = with_bias.then_some(&bias);
+        let params: Vec<&Tensor> = [&hidden, &weight].into_iter().chain(bias).collect();
+        let entropy_grad = entropy_bonus != 0.0;
+        let loss = |chosen: &Tensor, entropy: &Tensor| {
+            let loss = (chosen * &loss_weights).sum(Kind::Float);
+            match entropy_grad {
+                true => loss - entropy.sum(Kind::Float) * entropy_bonus,
+                false => loss,
             }
+        };
+
+        let (chosen, entropy) =
+            head_logprobs(&hidden, &targets, &weight, bias, temperature, entropy_grad)
+                .expect("applies");
+        assert!(chosen.requires_grad() && entropy.requires_grad() == entropy_grad);
+        loss(&chosen, &entropy).backward();
+        let fused = grads(&params);
+        zero_grads(&params);
+
+        let (want, want_entropy) = reference(&hidden, &weight, bias, &targets, temperature);
+        loss(&want, &want_entropy).backward();
+        let wanted = grads(&params);
+        zero_grads(&params);
+
+        let case = format!("bias {with_bias}, T {temperature}, bonus {entropy_bonus}");
+        assert!(max_diff(&chosen, &want) < 1e-4, "{case}");
+        assert!(max_diff(&entropy, &want_entropy) < 1e-4, "{case}");
+        for (got, want) in fused.iter().zip(&wanted) {
+            let scale = want.abs().max().double_value(&[]).max(1.0);
+            assert!(max_diff(got, want) / scale < 1e-5, "{case}");
         }
     }
 
@@ -426,7 +471,8 @@ mod tests {
         // A LoRA model's head: the base weights do not train.
         let (hidden, weight, _, targets, loss_weights) = case(64, 8, 500);
         let frozen = weight.detach();
-        let (chosen, _) = head_logprobs(&hidden, &targets, &frozen, None, 0.8).expect("applies");
+        let (chosen, _) =
+            head_logprobs(&hidden, &targets, &frozen, None, 0.8, false).expect("applies");
         (&chosen * &loss_weights).sum(Kind::Float).backward();
         let got = hidden.grad().copy();
         let _ = hidden.grad().zero_();
@@ -440,7 +486,8 @@ mod tests {
     fn without_gradients_only_values_come_back() {
         let (hidden, weight, _, targets, _) = case(20, 8, 50);
         let (chosen, entropy) =
-            tch::no_grad(|| head_logprobs(&hidden, &targets, &weight, None, 1.0)).expect("applies");
+            tch::no_grad(|| head_logprobs(&hidden, &targets, &weight, None, 1.0, false))
+                .expect("applies");
         let (want, want_entropy) = reference(&hidden, &weight, None, &targets, 1.0);
         assert!(!chosen.requires_grad() && !entropy.requires_grad());
         assert!(max_diff(&chosen, &want) < 1e-5);
@@ -451,12 +498,12 @@ mod tests {
     fn other_inputs_are_left_to_libtorch() {
         let (hidden, weight, _, _, _) = case(4, 8, 50);
         let outside = Tensor::from_slice(&[0i64, 1, 50, 2]);
-        assert!(head_logprobs(&hidden, &outside, &weight, None, 1.0).is_none());
+        assert!(head_logprobs(&hidden, &outside, &weight, None, 1.0, false).is_none());
         let ids = Tensor::from_slice(&[0i64, 1, 2, 3]);
         let half = weight.to_kind(Kind::BFloat16);
-        assert!(head_logprobs(&hidden, &ids, &half, None, 1.0).is_none());
+        assert!(head_logprobs(&hidden, &ids, &half, None, 1.0, false).is_none());
         let none = hidden.narrow(0, 0, 0);
-        assert!(head_logprobs(&none, &ids.narrow(0, 0, 0), &weight, None, 1.0).is_none());
+        assert!(head_logprobs(&none, &ids.narrow(0, 0, 0), &weight, None, 1.0, false).is_none());
     }
 
     #[test]
