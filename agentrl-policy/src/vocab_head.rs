@@ -99,7 +99,8 @@ pub(crate) fn head_logprobs(
     if n == 0 || vocab == 0 || d != width || bias.is_some_and(|b| b.size() != [vocab]) {
         return None;
     }
-    let ids = Vec::<i64>::try_from(&targets.reshape([-1]).to_kind(Kind::Int64)).ok()?;
+    let index = targets.reshape([-1]).to_kind(Kind::Int64);
+    let ids = Vec::<i64>::try_from(&index).ok()?;
     if ids.len() != n as usize || ids.iter().any(|&id| id < 0 || id >= vocab) {
         return None;
     }
@@ -133,7 +134,7 @@ pub(crate) fn head_logprobs(
             None => w.mm(&columns),
         })
         .contiguous();
-        let range = range_of(start, len);
+        let range = start as usize..(start + len) as usize;
         // SAFETY: `probs` is a contiguous f32 CPU tensor of `vocab * len` elements that this
         // function alone holds (fresh from the product, no gradient history) while the slice
         // lives.
@@ -146,7 +147,7 @@ pub(crate) fn head_logprobs(
             inv_t,
             &ids[range.clone()],
             &mut chosen[range.clone()],
-            &mut entropies[range],
+            &mut entropies[range.clone()],
             usize::try_from(tch::get_num_threads()).unwrap_or(1),
         );
         if with_grad {
@@ -157,7 +158,7 @@ pub(crate) fn head_logprobs(
             }
             if entropy_grad {
                 // ∂H/∂l_v = q_v / T with q_v = -p_v (log p_v + H) (0 where p_v is 0).
-                let column_entropies = Tensor::from_slice(&entropies[range_of(start, len)]);
+                let column_entropies = Tensor::from_slice(&entropies[range]);
                 let q = tch::no_grad(|| -(probs.xlogy(&probs) + &probs * column_entropies)).tr();
                 entropy_rows.push(q.mm(weight));
                 if let Some(bias) = bias {
@@ -184,7 +185,6 @@ pub(crate) fn head_logprobs(
         };
         &s - s.detach()
     };
-    let index = Tensor::from_slice(&ids);
     let chosen_rows = weight.index_select(0, &index) - Tensor::cat(&mixed_rows, 0);
     let chosen_bias = bias.map(|b| b.index_select(0, &index) - Tensor::cat(&mixed_bias, 0));
     let values = values + surrogate(chosen_rows, chosen_bias);
@@ -196,11 +196,6 @@ pub(crate) fn head_logprobs(
         }
     };
     Some((values, entropies))
-}
-
-/// The index range of `len` positions from `start`.
-fn range_of(start: i64, len: i64) -> std::ops::Range<usize> {
-    start as usize..(start + len) as usize
 }
 
 /// Whether libtorch records operations for autograd on this thread now.
