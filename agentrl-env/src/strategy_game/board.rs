@@ -42,21 +42,80 @@ impl Piece {
     }
 }
 
-/// A position; `cells[row][column]`, row 0 at the bottom.
+/// Bits per column in a [`Board`]'s masks: the column's rows and one empty guard bit above
+/// them, so a shift that steps past the top of a column never lands on a piece.
+const COLUMN_BITS: usize = ROWS + 1;
+
+/// The shifts from a cell to its neighbour in each direction of four in a row: up a column,
+/// along a row, up the rising and the falling diagonal.
+const LINE_SHIFTS: [usize; 4] = [1, COLUMN_BITS, COLUMN_BITS + 1, COLUMN_BITS - 1];
+
+/// The mask of every top cell: the board is full when both players hold all of them.
+const TOP_ROW: u64 = {
+    let mut mask = 0;
+    let mut column = 0;
+    while column < COLUMNS {
+        mask |= 1 << (column * COLUMN_BITS + ROWS - 1);
+        column += 1;
+    }
+    mask
+};
+
+/// The bit of the cell at `row`, `column` in a [`Board`]'s masks.
+pub(crate) const fn cell_bit(row: usize, column: usize) -> u64 {
+    1 << (column * COLUMN_BITS + row)
+}
+
+/// A position, row 0 at the bottom: one bit mask per player (see [`cell_bit`]), so search
+/// copies 16 bytes and finds fours with shifts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Board {
-    cells: [[Option<Piece>; COLUMNS]; ROWS],
+    /// The cells holding an `X`.
+    x: u64,
+    /// The cells holding an `O`.
+    o: u64,
 }
 
 impl Board {
-    /// The piece at `row` (0 = bottom), `column`.
+    /// The piece at `row` (0 = bottom), `column`; `None` for an empty cell or one off the
+    /// board.
     pub fn at(&self, row: usize, column: usize) -> Option<Piece> {
-        self.cells[row][column]
+        if row >= ROWS || column >= COLUMNS {
+            return None;
+        }
+        let bit = cell_bit(row, column);
+        if self.x & bit != 0 {
+            Some(Piece::X)
+        } else if self.o & bit != 0 {
+            Some(Piece::O)
+        } else {
+            None
+        }
+    }
+
+    /// The cells holding `piece`, as a mask of [`cell_bit`]s.
+    pub(crate) fn mask(&self, piece: Piece) -> u64 {
+        match piece {
+            Piece::X => self.x,
+            Piece::O => self.o,
+        }
+    }
+
+    /// Puts `piece` (or nothing) at `row`, `column`, which are on the board.
+    fn set(&mut self, row: usize, column: usize, piece: Option<Piece>) {
+        let bit = cell_bit(row, column);
+        self.x &= !bit;
+        self.o &= !bit;
+        match piece {
+            Some(Piece::X) => self.x |= bit,
+            Some(Piece::O) => self.o |= bit,
+            None => {}
+        }
     }
 
     /// Number of pieces on the board.
     pub fn pieces(&self) -> usize {
-        self.cells.iter().flatten().filter(|c| c.is_some()).count()
+        (self.x | self.o).count_ones() as usize
     }
 
     /// The player to move (X moves first).
@@ -70,7 +129,7 @@ impl Board {
 
     /// Whether a piece can be dropped into `column` (0-based).
     pub fn can_drop(&self, column: usize) -> bool {
-        column < COLUMNS && self.cells[ROWS - 1][column].is_none()
+        column < COLUMNS && (self.x | self.o) & cell_bit(ROWS - 1, column) == 0
     }
 
     /// The columns that are not full, in order.
@@ -80,7 +139,14 @@ impl Board {
 
     /// Whether the board is full.
     pub fn full(&self) -> bool {
-        self.legal_columns().is_empty()
+        (self.x | self.o) & TOP_ROW == TOP_ROW
+    }
+
+    /// The number of pieces in `column` (which is on the board): the row the next one lands
+    /// in.
+    fn height(&self, column: usize) -> usize {
+        let column_mask = ((1u64 << ROWS) - 1) << (column * COLUMN_BITS);
+        ((self.x | self.o) & column_mask).count_ones() as usize
     }
 
     /// Drops `piece` into `column` (0-based); the row it lands in, or `None` when the column
@@ -89,37 +155,32 @@ impl Board {
         if !self.can_drop(column) {
             return None;
         }
-        let row = (0..ROWS).find(|&r| self.cells[r][column].is_none())?;
-        self.cells[row][column] = Some(piece);
+        let row = self.height(column);
+        self.set(row, column, Some(piece));
         Some(row)
     }
 
     /// Removes the top piece of `column` (to undo a drop in search).
     pub fn undo(&mut self, column: usize) {
-        if let Some(row) = (0..ROWS).rev().find(|&r| self.cells[r][column].is_some()) {
-            self.cells[row][column] = None;
+        if column < COLUMNS
+            && let Some(row) = self.height(column).checked_sub(1)
+        {
+            self.set(row, column, None);
         }
     }
 
     /// Whether the piece at `row`, `column` is part of four in a row.
     pub fn wins_at(&self, row: usize, column: usize) -> bool {
-        let Some(piece) = self.cells[row][column] else {
+        let Some(piece) = self.at(row, column) else {
             return false;
         };
-        let same = |r: i64, c: i64| {
-            (0..ROWS as i64).contains(&r)
-                && (0..COLUMNS as i64).contains(&c)
-                && self.cells[r as usize][c as usize] == Some(piece)
-        };
-        [(0, 1), (1, 0), (1, 1), (1, -1)].iter().any(|&(dr, dc)| {
-            let run = |sign: i64| {
-                (1..4)
-                    .take_while(|&k| {
-                        same(row as i64 + sign * k * dr, column as i64 + sign * k * dc)
-                    })
-                    .count()
-            };
-            1 + run(1) + run(-1) >= 4
+        let own = self.mask(piece);
+        let bit = cell_bit(row, column);
+        LINE_SHIFTS.iter().any(|&shift| {
+            // The first cells of fours along `shift`, then every cell of those fours.
+            let starts = own & (own >> shift) & (own >> (2 * shift)) & (own >> (3 * shift));
+            let cells = starts | starts << shift | starts << (2 * shift) | starts << (3 * shift);
+            cells & bit != 0
         })
     }
 
@@ -128,7 +189,7 @@ impl Board {
         (0..ROWS)
             .flat_map(|r| (0..COLUMNS).map(move |c| (r, c)))
             .find(|&(r, c)| self.wins_at(r, c))
-            .and_then(|(r, c)| self.cells[r][c])
+            .and_then(|(r, c)| self.at(r, c))
     }
 
     /// The board as text: a header of column numbers, then one line per row, top first, with
@@ -136,9 +197,8 @@ impl Board {
     pub fn render(&self) -> String {
         let mut text = String::from("1234567\n");
         for row in (0..ROWS).rev() {
-            let line: String = self.cells[row]
-                .iter()
-                .map(|c| c.map_or('.', Piece::symbol))
+            let line: String = (0..COLUMNS)
+                .map(|column| self.at(row, column).map_or('.', Piece::symbol))
                 .collect();
             text.push_str(&line);
             text.push('\n');
@@ -159,12 +219,82 @@ impl Board {
         for (i, line) in top_first.iter().enumerate() {
             let row = ROWS - 1 - i;
             for (column, ch) in line.chars().enumerate() {
-                board.cells[row][column] = Piece::parse(&ch.to_string());
+                board.set(row, column, Piece::parse(&ch.to_string()));
             }
         }
         let floating = (1..ROWS).any(|r| {
-            (0..COLUMNS).any(|c| board.cells[r][c].is_some() && board.cells[r - 1][c].is_none())
+            (0..COLUMNS).any(|c| board.at(r, c).is_some() && board.at(r - 1, c).is_none())
         });
         (!floating).then_some(board)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentrl_core::SeededRng;
+
+    /// Whether the piece at `row`, `column` is part of four in a row, by walking the cells.
+    fn wins_by_walking(board: &Board, row: usize, column: usize) -> bool {
+        let Some(piece) = board.at(row, column) else {
+            return false;
+        };
+        [(0i64, 1i64), (1, 0), (1, 1), (1, -1)]
+            .iter()
+            .any(|&(dr, dc)| {
+                let run = |sign: i64| {
+                    (1..4)
+                        .take_while(|&k| {
+                            let (r, c) =
+                                (row as i64 + sign * k * dr, column as i64 + sign * k * dc);
+                            r >= 0 && c >= 0 && board.at(r as usize, c as usize) == Some(piece)
+                        })
+                        .count()
+                };
+                1 + run(1) + run(-1) >= 4
+            })
+    }
+
+    #[test]
+    fn the_masks_agree_with_walking_the_cells_through_random_games() {
+        let mut rng = SeededRng::new(7);
+        let (mut wins, mut full_boards) = (0, 0);
+        for _ in 0..300 {
+            // Play on past wins, so boards with several fours (and full ones) come up too.
+            let mut board = Board::default();
+            let mut piece = Piece::X;
+            while let Some(&column) = rng.choose(&board.legal_columns()) {
+                let before = board.clone();
+                let row = board.drop_piece(column, piece).expect("a legal column");
+                assert_eq!(board.at(row, column), Some(piece));
+                assert!(
+                    row == 0 || board.at(row - 1, column).is_some(),
+                    "pieces fall"
+                );
+                for r in 0..ROWS {
+                    for c in 0..COLUMNS {
+                        assert_eq!(
+                            board.wins_at(r, c),
+                            wins_by_walking(&board, r, c),
+                            "{r},{c}"
+                        );
+                    }
+                }
+                wins += usize::from(board.wins_at(row, column));
+                assert_eq!(Board::parse_last(&board.render()), Some(board.clone()));
+                let mut undone = board.clone();
+                undone.undo(column);
+                assert_eq!(undone, before);
+                piece = piece.other();
+            }
+            assert!(board.full());
+            assert_eq!(board.pieces(), ROWS * COLUMNS);
+            assert_eq!(board.drop_piece(3, piece), None);
+            full_boards += 1;
+        }
+        assert!(wins > 300, "{wins} winning drops");
+        assert_eq!(full_boards, 300);
+        assert_eq!(Board::default().at(ROWS, 0), None);
+        assert_eq!(Board::default().at(0, COLUMNS), None);
     }
 }
