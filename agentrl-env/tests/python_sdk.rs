@@ -465,7 +465,7 @@ async fn malformed_requests_get_the_same_answers_as_from_the_rust_server() {
 async fn a_python_server_with_its_own_token_registers_with_the_rust_controller_and_heartbeats() {
     let config = ControllerConfig {
         token: Some("tok".into()),
-        heartbeat_timeout: Duration::from_secs(3),
+        heartbeat_timeout: Duration::from_millis(1500),
         ..ControllerConfig::default()
     };
     let (addr, controller) = serve_controller("127.0.0.1:0".parse().unwrap(), config)
@@ -480,7 +480,7 @@ async fn a_python_server_with_its_own_token_registers_with_the_rust_controller_a
         "--token",
         "py-tok",
         "--heartbeat-secs",
-        "0.2",
+        "0.15",
     ]);
     // Registration is done before the port is printed.
     assert_eq!(controller.controller().worker_count(), 1);
@@ -512,12 +512,12 @@ async fn a_python_server_with_its_own_token_registers_with_the_rust_controller_a
     assert!(workers[0].id.contains(&py.port.to_string()), "{workers:?}");
     assert!(!format!("{workers:?}").contains("py-tok"), "{workers:?}");
     let mut env = RemoteEnv::new(client.clone(), ENV);
-    // Heartbeats keep the worker alive across several heartbeat timeouts.
+    // Heartbeats (ten per timeout) keep the worker alive across several heartbeat timeouts.
     for index in 0..4 {
         let obs = env.reset_index(Split::Test, index).await.unwrap();
         let (reward, _, _) = binary_search(&mut env, obs.messages[0].text()).await;
         assert_eq!(reward, 1.0);
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     assert_eq!(controller.controller().worker_count(), 1);
     // Once the Python server is gone, the controller drops it after the heartbeat timeout.
