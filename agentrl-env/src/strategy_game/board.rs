@@ -66,7 +66,7 @@ pub(crate) const fn cell_bit(row: usize, column: usize) -> u64 {
     1 << (column * COLUMN_BITS + row)
 }
 
-/// A position, row 0 at the bottom: one bit mask per player (see [`cell_bit`]), so search
+/// A position, row 0 at the bottom: one bit mask per player (bit `7 · column + row`), so search
 /// copies 16 bytes and finds fours with shifts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Board {
