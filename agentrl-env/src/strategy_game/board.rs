@@ -50,20 +50,64 @@ const COLUMN_BITS: usize = ROWS + 1;
 /// along a row, up the rising and the falling diagonal.
 const LINE_SHIFTS: [usize; 4] = [1, COLUMN_BITS, COLUMN_BITS + 1, COLUMN_BITS - 1];
 
-/// The mask of every top cell: the board is full when both players hold all of them.
-const TOP_ROW: u64 = {
+/// The cells of rows `first..=last` in every column, as a mask of [`cell_bit`]s.
+const fn rows_mask(first: usize, last: usize) -> u64 {
     let mut mask = 0;
     let mut column = 0;
     while column < COLUMNS {
-        mask |= 1 << (column * COLUMN_BITS + ROWS - 1);
+        let mut row = first;
+        while row <= last {
+            mask |= cell_bit(row, column);
+            row += 1;
+        }
         column += 1;
     }
     mask
-};
+}
+
+/// Every cell of the board (no guard bits).
+const ON_BOARD: u64 = rows_mask(0, ROWS - 1);
+
+/// The mask of every top cell: the board is full when both players hold all of them.
+const TOP_ROW: u64 = rows_mask(ROWS - 1, ROWS - 1);
 
 /// The bit of the cell at `row`, `column` in a [`Board`]'s masks.
-pub(crate) const fn cell_bit(row: usize, column: usize) -> u64 {
+const fn cell_bit(row: usize, column: usize) -> u64 {
     1 << (column * COLUMN_BITS + row)
+}
+
+/// Number of windows of four cells in a row on the board: 24 across, 21 up, 12 on each
+/// diagonal.
+const WINDOW_COUNT: usize = 69;
+
+/// Every window of four cells in a row, as a mask of [`cell_bit`]s (the search heuristic's
+/// terms), built once at compile time.
+pub(crate) const WINDOWS: [u64; WINDOW_COUNT] = windows();
+
+/// Builds [`WINDOWS`]: along each of [`LINE_SHIFTS`], every four bits in a row from a start
+/// bit that lie on the board (a run that crosses a guard bit or leaves the board is none).
+const fn windows() -> [u64; WINDOW_COUNT] {
+    let mut out = [0; WINDOW_COUNT];
+    let mut n = 0;
+    let mut line = 0;
+    while line < LINE_SHIFTS.len() {
+        let shift = LINE_SHIFTS[line];
+        let mut start = 0;
+        while start + 3 * shift < u64::BITS as usize {
+            let window = (1 << start)
+                | (1 << (start + shift))
+                | (1 << (start + 2 * shift))
+                | (1 << (start + 3 * shift));
+            if window & ON_BOARD == window {
+                out[n] = window;
+                n += 1;
+            }
+            start += 1;
+        }
+        line += 1;
+    }
+    assert!(n == WINDOW_COUNT, "a 6x7 board has 69 windows of four");
+    out
 }
 
 /// A position, row 0 at the bottom: one bit mask per player (bit `7 · column + row`), so search

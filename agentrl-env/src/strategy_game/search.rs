@@ -3,7 +3,7 @@
 
 use agentrl_core::SeededRng;
 
-use super::board::{Board, COLUMNS, Piece, ROWS, cell_bit};
+use super::board::{Board, COLUMNS, Piece, ROWS, WINDOWS};
 
 /// Score of a win (minus the plies it takes, so faster wins score higher).
 const WIN: i64 = 1_000_000;
@@ -139,45 +139,6 @@ fn negamax(board: &mut Board, piece: Piece, depth: u8, ply: i64, mut alpha: i64,
         }
     }
     best
-}
-
-/// Number of windows of four cells in a row on the board: 24 across, 21 up, 12 on each
-/// diagonal.
-const WINDOW_COUNT: usize = 69;
-
-/// Every window of four cells in a row, as a mask of [`cell_bit`]s: the heuristic's terms,
-/// listed once at compile time so the search's leaves count bits.
-const WINDOWS: [u64; WINDOW_COUNT] = windows();
-
-/// Builds [`WINDOWS`]: each start cell and direction whose fourth cell is on the board.
-const fn windows() -> [u64; WINDOW_COUNT] {
-    let mut out = [0; WINDOW_COUNT];
-    let directions: [(i64, i64); 4] = [(0, 1), (1, 0), (1, 1), (1, -1)];
-    let mut n = 0;
-    let mut d = 0;
-    while d < directions.len() {
-        let (dr, dc) = directions[d];
-        let mut r = 0;
-        while r < ROWS as i64 {
-            let mut c = 0;
-            while c < COLUMNS as i64 {
-                let (er, ec) = (r + 3 * dr, c + 3 * dc);
-                if er >= 0 && er < ROWS as i64 && ec >= 0 && ec < COLUMNS as i64 {
-                    let mut k = 0;
-                    while k < 4 {
-                        out[n] |= cell_bit((r + k * dr) as usize, (c + k * dc) as usize);
-                        k += 1;
-                    }
-                    n += 1;
-                }
-                c += 1;
-            }
-            r += 1;
-        }
-        d += 1;
-    }
-    assert!(n == WINDOW_COUNT, "a 6x7 board has 69 windows of four");
-    out
 }
 
 /// Static value for `piece`: every window of four with pieces of one player only scores by
