@@ -108,6 +108,17 @@ pub fn with_causes(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// The text of a caught panic's payload (`std::panic::catch_unwind`'s error), or a placeholder
+/// when it carries none.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 #[cfg(test)]
 mod tests {
     use super::with_causes;

@@ -32,7 +32,7 @@ pub mod tool;
 pub mod trajectory;
 
 pub use env::{Env, Observation, Split, Step, StepInfo, Task};
-pub use error::{Error, Result, with_causes};
+pub use error::{Error, Result, panic_message, with_causes};
 pub use message::{FunctionCall, FunctionSpec, Message, Role, ToolCall, ToolSpec};
 pub use policy::{FinishReason, Generation, GenerationRequest, Policy, SamplingParams, TokenId};
 pub use reward::{RewardBreakdown, RewardFn};

@@ -185,7 +185,7 @@ impl ToolBox {
                 Ok(Poll::Pending) => Poll::Pending,
                 Err(panic) => Poll::Ready(Err(ToolError::Failed(format!(
                     "the tool crashed: {}",
-                    panic_message(panic.as_ref())
+                    agentrl_core::panic_message(panic.as_ref())
                 )))),
             }
         });
@@ -197,13 +197,4 @@ impl ToolBox {
             }
         }
     }
-}
-
-/// The text of a panic payload, when it has one.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("panic")
 }

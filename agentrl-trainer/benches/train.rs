@@ -1,4 +1,5 @@
-//! Trainer benchmarks: advantages, a GRPO update of the demo model, one AdamW step over a
+//! Trainer benchmarks: advantages, a GRPO update of the demo model, SFT steps on one pass and
+//! data-parallel over threads, one AdamW step over a
 //! tenth of SmolLM2's weights (fp32 and bf16, in one pass or with tensor operations), and
 //! concurrent rollouts through the policy's continuous-batching engine: single-turn-ish
 //! `arith-calc`, and one RL step of multi-turn `maze` (16 tasks × 8 episodes, a 1,024-token
@@ -154,17 +155,45 @@ fn sft_mixture(c: &mut Criterion) {
         max_seq_len: 1024,
         ..demo_model()
     };
-    let mut learner = Learner::new(config, 3e-3, Device::Cpu).expect("learner");
     let mut g = c.benchmark_group("learner");
     g.sample_size(20);
     g.throughput(Throughput::Elements(16));
-    let mut next = 0;
-    g.bench_function("sft_step_16_multitask_mixture", |b| {
-        b.iter(|| {
-            next = (next + 1) % batches.len();
-            learner.sft_step(&batches[next], 1.0)
-        })
-    });
+    for (name, data_parallel) in [
+        ("sft_step_16_multitask_mixture", true),
+        ("sft_step_16_multitask_mixture_one_thread", false),
+    ] {
+        let mut learner = Learner::new(config.clone(), 3e-3, Device::Cpu).expect("learner");
+        learner.set_sft_data_parallel(Some(data_parallel));
+        let mut next = 0;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                next = (next + 1) % batches.len();
+                learner.sft_step(&batches[next], 1.0)
+            })
+        });
+    }
+    g.finish();
+}
+
+/// The demo's SFT step (32 `arith-calc` demonstrations on its 3-layer GPT) with two libtorch
+/// threads on one pass, and dealt over the learner's thread and a replica's, one libtorch
+/// thread each (the default for a model this small).
+fn sft_data_parallel(c: &mut Criterion) {
+    tch::set_num_threads(2);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let batch = expert_trajectories(&rt, 32);
+    let refs: Vec<&Trajectory> = batch.iter().collect();
+    let mut g = c.benchmark_group("learner");
+    g.sample_size(30);
+    g.throughput(Throughput::Elements(32));
+    for (name, data_parallel) in [
+        ("sft_step_32_demo_two_threads_one_pass", false),
+        ("sft_step_32_demo_data_parallel", true),
+    ] {
+        let mut learner = Learner::new(demo_model(), 3e-3, Device::Cpu).expect("learner");
+        learner.set_sft_data_parallel(Some(data_parallel));
+        g.bench_function(name, |b| b.iter(|| learner.sft_step(&refs, 1.0)));
+    }
     g.finish();
 }
 
@@ -323,6 +352,7 @@ criterion_group!(
     advantages,
     grpo_update,
     sft_mixture,
+    sft_data_parallel,
     adamw_step,
     rollouts,
     multi_turn_rollouts,

@@ -280,6 +280,23 @@ pub fn pack_by_length(
     .collect()
 }
 
+/// `trajectories` dealt into `parts` parts (at least 1) of similar lengths and sizes: sorted by
+/// length, then dealt like cards, so each part spans the batch's lengths (for data-parallel
+/// behaviour cloning, whose parts run at the same time and should take as long).
+pub fn deal_by_length<'a>(
+    trajectories: &[&'a Trajectory],
+    parts: usize,
+) -> Vec<Vec<&'a Trajectory>> {
+    let parts = parts.max(1);
+    let mut sorted = trajectories.to_vec();
+    sorted.sort_by_key(|t| t.num_tokens());
+    let mut dealt = vec![Vec::with_capacity(sorted.len() / parts + 1); parts];
+    for (i, trajectory) in sorted.into_iter().enumerate() {
+        dealt[i % parts].push(trajectory);
+    }
+    dealt
+}
+
 /// The trained (policy) tokens of packed micro-batches, at least 1: the loss denominator.
 pub fn trained_tokens(chunks: &[(usize, PackedBatch)]) -> f64 {
     chunks.iter().map(|(_, p)| p.tokens).sum::<usize>().max(1) as f64
@@ -369,6 +386,32 @@ mod tests {
             .collect();
         assert_eq!(rows, [3, 1, 1]);
         assert!(pack_by_length(&[], 0, 40, Device::Cpu).is_empty());
+    }
+
+    #[test]
+    fn dealing_by_length_gives_every_part_a_share_of_each_length() {
+        let all: Vec<Trajectory> = [9, 3, 7, 5, 4, 8, 6].into_iter().map(of_length).collect();
+        let refs: Vec<&Trajectory> = all.iter().collect();
+        let lengths = |parts: Vec<Vec<&Trajectory>>| -> Vec<Vec<usize>> {
+            parts
+                .iter()
+                .map(|p| p.iter().map(|t| t.num_tokens()).collect())
+                .collect()
+        };
+        assert_eq!(
+            lengths(deal_by_length(&refs, 2)),
+            [vec![3, 5, 7, 9], vec![4, 6, 8]]
+        );
+        assert_eq!(
+            lengths(deal_by_length(&refs, 3)),
+            [vec![3, 6, 9], vec![4, 7], vec![5, 8]]
+        );
+        // No part asked is one part; more parts than rows leave some empty.
+        assert_eq!(
+            lengths(deal_by_length(&refs, 0)),
+            [vec![3, 4, 5, 6, 7, 8, 9]]
+        );
+        assert_eq!(deal_by_length(&refs[..1], 3)[1].len(), 0);
     }
 
     #[test]

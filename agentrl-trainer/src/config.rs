@@ -317,6 +317,12 @@ pub struct SftConfig {
     /// env's reference solver. A knob the env does not know is an error naming both.
     #[serde(default, skip_serializing_if = "DemonstratorKnobs::is_empty")]
     pub demonstrator: DemonstratorKnobs,
+    /// Whether each step's demonstrations are split over replicas of the model that share its
+    /// weights, one part per libtorch thread, each with one thread of its own (CPU only; see
+    /// `Learner::set_sft_data_parallel`): unset, when the model has at most 16 Mi weights;
+    /// `true`, whatever its size; `false`, never (one pass with all the threads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel: Option<bool>,
 }
 
 impl SftConfig {

@@ -12,11 +12,18 @@ use tch::{Device, Kind, Tensor, nn, nn::OptimizerConfig};
 
 use crate::optim::AdamW;
 
-use crate::batch::{MicroBatch, pack_by_length, pack_chunks_within, pack_update};
+use crate::batch::{MicroBatch, deal_by_length, pack_by_length, pack_chunks_within, pack_update};
 pub use crate::batch::{PackedBatch, pack};
+use crate::sft_parallel::{Replicas, sft_passes};
 
 /// Padded tokens (rows × longest row) per micro-batch of a behaviour-cloning step.
 const SFT_PADDED_TOKENS: usize = 8192;
+/// Weights (all variables, trained or not) up to which a CPU model's behaviour cloning is
+/// data-parallel unless told otherwise ([`Learner::set_sft_data_parallel`]): above it the
+/// matrix products are large enough for libtorch's threads to share.
+const SFT_DATA_PARALLEL_MAX_WEIGHTS: usize = 16 << 20;
+/// Fewest demonstrations in each part of a data-parallel behaviour-cloning step.
+const SFT_MIN_ROWS_PER_PART: usize = 4;
 use crate::loss::{
     DEFAULT_LOSS_AGG_NORM, KlEstimator, KlMode, LossAgg, Normalisers, aggregate, clipped_surrogate,
     clipped_tokens, kl_per_token, trained_sequences,
@@ -184,6 +191,10 @@ pub struct Learner {
     opt: AdamW,
     /// Behaviour cloning's optimiser, built at the first SFT step (see [`Learner::sft_step`]).
     sft_opt: Option<SftOptimiser>,
+    /// Whether behaviour cloning is data-parallel: `None` decides by the model's size.
+    sft_data_parallel: Option<bool>,
+    /// The replicas of a data-parallel SFT step, built at the first one.
+    sft_replicas: Option<Replicas>,
     /// The learning rate last set.
     lr: f64,
     reference: Option<(nn::VarStore, Box<dyn PolicyModel>)>,
@@ -235,6 +246,8 @@ impl Learner {
             spec,
             opt,
             sft_opt: None,
+            sft_data_parallel: None,
+            sft_replicas: None,
             lr,
             reference: None,
             micro_batch: 0,
@@ -260,6 +273,22 @@ impl Learner {
         if let Some(opt) = &mut self.sft_opt {
             opt.set_lr(lr);
         }
+    }
+
+    /// Whether behaviour cloning on the CPU splits each step's demonstrations over replicas of
+    /// the model that share its weights, each part on a thread of its own with one libtorch
+    /// thread, as many parts as the calling thread has libtorch threads (at least 4
+    /// demonstrations each; `sft_parallel.rs` says why): `None` (the default) when the model
+    /// has at most 16 Mi weights, `Some(true)` whatever its size, `Some(false)` never. The
+    /// step's gradient is the same up to float rounding, and the same on every run.
+    pub fn set_sft_data_parallel(&mut self, mode: Option<bool>) {
+        self.sft_data_parallel = mode;
+    }
+
+    /// How many replicas the last behaviour-cloning step ran beside the learner's thread (0:
+    /// it ran on that thread alone).
+    pub fn sft_replicas(&self) -> usize {
+        self.sft_replicas.as_ref().map_or(0, Replicas::len)
     }
 
     /// Splits each update into forward/backward passes of at most `rows` trajectories,
@@ -467,16 +496,44 @@ impl Learner {
         grad_clip: f64,
         agg: LossAgg,
     ) -> UpdateStats {
-        let chunks = pack_by_length(batch, self.micro_batch, SFT_PADDED_TOKENS, self.device);
-        let denom = chunks.iter().map(|p| p.tokens).sum::<usize>().max(1) as f64;
+        let parts = self.sft_parts(batch.len());
+        let chunk_sets: Vec<Vec<PackedBatch>> = deal_by_length(batch, parts)
+            .iter()
+            .map(|part| pack_by_length(part, self.micro_batch, SFT_PADDED_TOKENS, self.device))
+            .collect();
+        let all_chunks = || chunk_sets.iter().flatten();
+        let denom = all_chunks().map(|p| p.tokens).sum::<usize>().max(1) as f64;
         let norms = Normalisers {
             tokens: denom,
-            sequences: chunks
-                .iter()
+            sequences: all_chunks()
                 .map(|p| trained_sequences(&p.mask))
                 .sum::<usize>()
                 .max(1) as f64,
             norm: DEFAULT_LOSS_AGG_NORM,
+        };
+        if parts == 1 {
+            return self.sft_update(chunk_sets, agg, &norms, grad_clip);
+        }
+        // The learner's thread runs one part with one libtorch thread, and the optimiser's
+        // step too: a team of OpenMP threads woken for it would spin beside the replicas.
+        agentrl_policy::with_torch_threads(1, || {
+            self.sft_update(chunk_sets, agg, &norms, grad_clip)
+        })
+    }
+
+    /// The passes over `chunk_sets` (one part per set: the first on this thread, the others on
+    /// replicas) and the optimiser's step of a behaviour-cloning step.
+    fn sft_update(
+        &mut self,
+        chunk_sets: Vec<Vec<PackedBatch>>,
+        agg: LossAgg,
+        norms: &Normalisers,
+        grad_clip: f64,
+    ) -> UpdateStats {
+        let parts = chunk_sets.len();
+        let skipped = UpdateStats {
+            skipped_non_finite: true,
+            ..UpdateStats::default()
         };
         let mut opt = match self.sft_opt.take() {
             Some(opt) => opt,
@@ -484,31 +541,76 @@ impl Learner {
                 Ok(opt) => opt,
                 Err(e) => {
                     tracing::error!("building libtorch's AdamW for SFT failed: {e}");
-                    return UpdateStats {
-                        skipped_non_finite: true,
-                        ..UpdateStats::default()
-                    };
+                    return skipped;
                 }
             },
         };
         opt.zero_grad();
-        let mut stats = UpdateStats::default();
-        for packed in chunks.iter().filter(|p| p.tokens > 0) {
-            let (logp, entropy) =
-                self.model
-                    .masked_token_logprobs(&packed.ids, &packed.mask, 1.0, false);
-            let loss = aggregate(&-logp, &packed.mask, agg, &norms);
-            loss.backward();
-            stats.loss += loss.double_value(&[]);
-            stats.entropy += tch::no_grad(|| (entropy * &packed.mask).sum(Kind::Float) / denom)
-                .double_value(&[]);
-            stats.tokens += packed.tokens;
-        }
+        let totals = if parts > 1 {
+            self.ensure_sft_replicas(parts - 1)
+                .and_then(|()| match &mut self.sft_replicas {
+                    Some(replicas) => replicas.passes(self.model.as_ref(), chunk_sets, agg, norms),
+                    None => Err(Error::Trainer("the SFT replicas are missing".into())),
+                })
+        } else {
+            self.sft_replicas = None;
+            let chunks = chunk_sets.first().map_or(&[][..], Vec::as_slice);
+            Ok(sft_passes(self.model.as_ref(), chunks, agg, norms))
+        };
+        let totals = match totals {
+            Ok(totals) => totals,
+            Err(e) => {
+                tracing::error!(
+                    "data-parallel SFT step skipped, and later steps run on one thread: {e}"
+                );
+                self.sft_replicas = None;
+                self.sft_data_parallel = Some(false);
+                self.sft_opt = Some(opt);
+                return skipped;
+            }
+        };
+        let mut stats = UpdateStats {
+            loss: totals.loss,
+            entropy: totals.entropy,
+            tokens: totals.tokens,
+            ..UpdateStats::default()
+        };
         let step = opt.clip_and_step(&self.vs, grad_clip, stats.loss);
         stats.grad_norm = step.grad_norm;
         stats.skipped_non_finite = step.skipped_non_finite;
         self.sft_opt = Some(opt);
         stats
+    }
+
+    /// Into how many parts a behaviour-cloning step of `rows` demonstrations is dealt (see
+    /// [`Learner::set_sft_data_parallel`]).
+    fn sft_parts(&self, rows: usize) -> usize {
+        let wanted = match self.sft_data_parallel {
+            Some(wanted) => wanted,
+            None => {
+                let weights: usize = self.vs.variables().values().map(Tensor::numel).sum();
+                weights <= SFT_DATA_PARALLEL_MAX_WEIGHTS
+            }
+        };
+        if !wanted || self.device != Device::Cpu {
+            return 1;
+        }
+        let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
+        threads.min(rows / SFT_MIN_ROWS_PER_PART).max(1)
+    }
+
+    /// Builds `count` SFT replicas unless they are there and still read the learner's weights.
+    fn ensure_sft_replicas(&mut self, count: usize) -> Result<()> {
+        let ready = self
+            .sft_replicas
+            .as_ref()
+            .is_some_and(|r| r.len() == count && r.share_weights());
+        if !ready {
+            self.sft_replicas = None;
+            let replicas = Replicas::new(&self.vs, count, || self.shared_model(true))?;
+            self.sft_replicas = Some(replicas);
+        }
+        Ok(())
     }
 
     /// One GRPO step: [`Learner::policy_step`] with one advantage per trajectory.

@@ -61,6 +61,7 @@ pub mod resume;
 pub mod rollout;
 pub mod run;
 pub mod run_status;
+mod sft_parallel;
 pub mod show;
 pub mod task_stats;
 pub mod tensorboard;

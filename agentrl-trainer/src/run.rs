@@ -333,6 +333,7 @@ impl Run {
         }
         let cfg = self.config.sft()?;
         let mut learner = self.learner(cfg.lr, None)?;
+        learner.set_sft_data_parallel(cfg.data_parallel);
         let mut metrics = self.metrics()?;
         let mut rng = SeededRng::from_parts(&[self.config.seed, 0x5F7]);
         let too_long_per_env: serde_json::Map<String, serde_json::Value> = too_long

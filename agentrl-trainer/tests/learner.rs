@@ -120,6 +120,74 @@ fn sft_loss_aggregation_weighs_tokens_or_demonstrations() {
 }
 
 #[test]
+fn data_parallel_sft_takes_the_steps_of_one_thread_and_the_same_on_every_run() {
+    // Twelve demonstrations of 3 to 14 tokens: with two libtorch threads a step is dealt into
+    // two parts, one on a replica's thread.
+    let batch: Vec<Trajectory> = (0..12u32)
+        .map(|i| {
+            let generated: Vec<u32> = (0..=i).map(|k| 3 + (i + k) % 15).collect();
+            let logprobs = vec![0.0; generated.len()];
+            traj(vec![1, 2], generated, logprobs)
+        })
+        .collect();
+    let batch: Vec<&Trajectory> = batch.iter().collect();
+    let train_on = |batch: &[&Trajectory], mode: Option<bool>| {
+        let mut learner = seeded_learner(41, 1e-2);
+        learner.set_sft_data_parallel(mode);
+        agentrl_policy::with_torch_threads(2, || {
+            let losses: Vec<f64> = (0..3)
+                .map(|step| {
+                    // Building the replicas draws from libtorch's global generator.
+                    let _guard =
+                        (step == 0).then(|| SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
+                    learner.sft_step(batch, 1.0).loss
+                })
+                .collect();
+            (all_weights(&learner), losses, learner.sft_replicas())
+        })
+    };
+    let train = |mode: Option<bool>| train_on(&batch, mode);
+    let (alone, alone_losses, none) = train(Some(false));
+    let (split, split_losses, one) = train(Some(true));
+    let (again, again_losses, _) = train(Some(true));
+    let (auto, _, auto_replicas) = train(None);
+    assert_eq!((none, one, auto_replicas), (0, 1, 1));
+    for (a, b) in alone_losses.iter().zip(&split_losses) {
+        assert!((a - b).abs() < 1e-5 * a.abs().max(1.0), "loss {a} vs {b}");
+    }
+    let furthest = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max)
+    };
+    // AdamW's steps are about lr = 1e-2 whatever the gradient's size, so a weight whose
+    // gradient is near zero may move by a rounding's worth differently: within 1% of a step.
+    let apart = furthest(&alone, &split);
+    assert!(apart < 1e-4, "the weights differ by {apart}");
+    // A step that lost a part would be far off: half the batch moves the weights by more.
+    let (half, _, _) = train_on(&batch[..6], Some(false));
+    let lost = furthest(&alone, &half);
+    assert!(
+        lost > 1e-3,
+        "half the batch moved the weights only {lost} away"
+    );
+    assert_eq!(split_losses, again_losses);
+    assert!(
+        split
+            .iter()
+            .zip(&again)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "two data-parallel runs differ"
+    );
+    assert!(
+        auto.iter()
+            .zip(&split)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
+}
+
+#[test]
 fn grpo_raises_rewarded_and_lowers_penalised_sequences() {
     let mut learner = seeded_learner(1, 5e-3);
     {

@@ -641,8 +641,13 @@ impl<M: PolicyModel> Engine<M> {
                     .to(Device::Cpu)
             })
         };
-        let logits = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-            .map_err(|panic| Error::Policy(format!("libtorch failed: {}", panic_text(&*panic))))?;
+        let logits =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|panic| {
+                Error::Policy(format!(
+                    "libtorch failed: {}",
+                    agentrl_core::panic_message(&*panic)
+                ))
+            })?;
         logits::row_major_logits(&logits, rows, self.model.vocab_size())
     }
 
@@ -683,15 +688,6 @@ struct Shape {
     rows: usize,
     width: usize,
     keys: usize,
-}
-
-/// The message of a caught panic.
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// Logits in a decode step from which sampling is split over the libtorch threads (about
