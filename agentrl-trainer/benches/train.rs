@@ -163,7 +163,7 @@ fn sft_mixture(c: &mut Criterion) {
         ("sft_step_16_multitask_mixture_one_thread", false),
     ] {
         let mut learner = Learner::new(config.clone(), 3e-3, Device::Cpu).expect("learner");
-        learner.set_sft_data_parallel(Some(data_parallel));
+        learner.set_data_parallel(Some(data_parallel));
         let mut next = 0;
         g.bench_function(name, |b| {
             b.iter(|| {
@@ -191,7 +191,7 @@ fn sft_data_parallel(c: &mut Criterion) {
         ("sft_step_32_demo_data_parallel", true),
     ] {
         let mut learner = Learner::new(demo_model(), 3e-3, Device::Cpu).expect("learner");
-        learner.set_sft_data_parallel(Some(data_parallel));
+        learner.set_data_parallel(Some(data_parallel));
         g.bench_function(name, |b| b.iter(|| learner.sft_step(&refs, 1.0)));
     }
     g.finish();

@@ -102,6 +102,11 @@ pub struct ModelConfig {
     /// through the model once when it is at least this many tokens long (default 16; 0: never).
     /// The update is the same up to float rounding, with fewer tokens to compute.
     pub shared_prefix_tokens: usize,
+    /// Whether an update's passes are split over replicas of the model that share its weights,
+    /// one part per libtorch thread, each with one thread of its own (CPU only; see
+    /// `Learner::set_data_parallel`): unset, when the model has at most 16 Mi weights; `true`,
+    /// whatever its size; `false`, never (the passes in turn, each with all the threads).
+    pub data_parallel: Option<bool>,
 }
 
 /// The network a run trains.
@@ -192,6 +197,8 @@ struct ModelTable {
     #[serde(default = "default_shared_prefix_tokens")]
     shared_prefix_tokens: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    data_parallel: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     d_model: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     n_layers: Option<usize>,
@@ -259,6 +266,7 @@ impl TryFrom<ModelTable> for ModelConfig {
             micro_batch: t.micro_batch,
             micro_batch_tokens: t.micro_batch_tokens,
             shared_prefix_tokens: t.shared_prefix_tokens,
+            data_parallel: t.data_parallel,
         })
     }
 }
@@ -270,6 +278,7 @@ impl From<ModelConfig> for ModelTable {
             micro_batch: m.micro_batch,
             micro_batch_tokens: m.micro_batch_tokens,
             shared_prefix_tokens: m.shared_prefix_tokens,
+            data_parallel: m.data_parallel,
             max_seq_len: m.max_seq_len,
             ..ModelTable::default()
         };
@@ -317,12 +326,6 @@ pub struct SftConfig {
     /// env's reference solver. A knob the env does not know is an error naming both.
     #[serde(default, skip_serializing_if = "DemonstratorKnobs::is_empty")]
     pub demonstrator: DemonstratorKnobs,
-    /// Whether each step's demonstrations are split over replicas of the model that share its
-    /// weights, one part per libtorch thread, each with one thread of its own (CPU only; see
-    /// `Learner::set_sft_data_parallel`): unset, when the model has at most 16 Mi weights;
-    /// `true`, whatever its size; `false`, never (one pass with all the threads).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data_parallel: Option<bool>,
 }
 
 impl SftConfig {

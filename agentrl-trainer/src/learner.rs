@@ -14,14 +14,14 @@ use crate::optim::AdamW;
 
 use crate::batch::{MicroBatch, deal_by_length, pack_by_length, pack_chunks_within, pack_update};
 pub use crate::batch::{PackedBatch, pack};
-use crate::sft_parallel::{Replicas, sft_passes};
+use crate::replicas::{Part, Replicas};
 
 /// Padded tokens (rows × longest row) per micro-batch of a behaviour-cloning step.
 const SFT_PADDED_TOKENS: usize = 8192;
-/// Weights (all variables, trained or not) up to which a CPU model's behaviour cloning is
-/// data-parallel unless told otherwise ([`Learner::set_sft_data_parallel`]): above it the
+/// Weights (all variables, trained or not) up to which a CPU model's updates are
+/// data-parallel unless told otherwise ([`Learner::set_data_parallel`]): above it the
 /// matrix products are large enough for libtorch's threads to share.
-const SFT_DATA_PARALLEL_MAX_WEIGHTS: usize = 16 << 20;
+const DATA_PARALLEL_MAX_WEIGHTS: usize = 16 << 20;
 /// Fewest demonstrations in each part of a data-parallel behaviour-cloning step.
 const SFT_MIN_ROWS_PER_PART: usize = 4;
 use crate::loss::{
@@ -53,6 +53,48 @@ pub struct UpdateStats {
     /// True when the loss or the gradients were NaN or infinite: the step was skipped and the
     /// weights and optimiser state are as they were.
     pub skipped_non_finite: bool,
+}
+
+impl UpdateStats {
+    /// A step that did not happen (the weights and optimiser state are as they were).
+    fn skipped() -> Self {
+        UpdateStats {
+            skipped_non_finite: true,
+            ..UpdateStats::default()
+        }
+    }
+
+    /// Adds the sums of `other` (some passes of the same step) to these.
+    fn add(&mut self, other: &UpdateStats) {
+        self.loss += other.loss;
+        self.kl += other.kl;
+        self.clip_fraction += other.clip_fraction;
+        self.entropy += other.entropy;
+        self.tokens += other.tokens;
+        self.shared_prefix_saved += other.shared_prefix_saved;
+    }
+}
+
+/// Behaviour cloning's passes over `chunks`: the cross-entropy of their policy tokens,
+/// reduced as `agg` says over the whole step's `norms`, backpropagated into `model`'s
+/// variables one chunk at a time; returns the loss, the entropy's share and the tokens.
+fn sft_passes(
+    model: &dyn PolicyModel,
+    chunks: &[PackedBatch],
+    agg: LossAgg,
+    norms: &Normalisers,
+) -> UpdateStats {
+    let mut stats = UpdateStats::default();
+    for packed in chunks.iter().filter(|p| p.tokens > 0) {
+        let (logp, entropy) = model.masked_token_logprobs(&packed.ids, &packed.mask, 1.0, false);
+        let loss = aggregate(&-logp, &packed.mask, agg, norms);
+        loss.backward();
+        stats.loss += loss.double_value(&[]);
+        stats.entropy += tch::no_grad(|| (entropy * &packed.mask).sum(Kind::Float) / norms.tokens)
+            .double_value(&[]);
+        stats.tokens += packed.tokens;
+    }
+    stats
 }
 
 /// Advantages of a policy-gradient step, for the batch's trajectories in order.
@@ -191,10 +233,10 @@ pub struct Learner {
     opt: AdamW,
     /// Behaviour cloning's optimiser, built at the first SFT step (see [`Learner::sft_step`]).
     sft_opt: Option<SftOptimiser>,
-    /// Whether behaviour cloning is data-parallel: `None` decides by the model's size.
-    sft_data_parallel: Option<bool>,
-    /// The replicas of a data-parallel SFT step, built at the first one.
-    sft_replicas: Option<Replicas>,
+    /// Whether updates are data-parallel: `None` decides by the model's size.
+    data_parallel: Option<bool>,
+    /// The replicas of a data-parallel update, built at the first one.
+    replicas: Option<Replicas<UpdateStats>>,
     /// The learning rate last set.
     lr: f64,
     reference: Option<(nn::VarStore, Box<dyn PolicyModel>)>,
@@ -246,8 +288,8 @@ impl Learner {
             spec,
             opt,
             sft_opt: None,
-            sft_data_parallel: None,
-            sft_replicas: None,
+            data_parallel: None,
+            replicas: None,
             lr,
             reference: None,
             micro_batch: 0,
@@ -275,20 +317,22 @@ impl Learner {
         }
     }
 
-    /// Whether behaviour cloning on the CPU splits each step's demonstrations over replicas of
-    /// the model that share its weights, each part on a thread of its own with one libtorch
-    /// thread, as many parts as the calling thread has libtorch threads (at least 4
-    /// demonstrations each; `sft_parallel.rs` says why): `None` (the default) when the model
-    /// has at most 16 Mi weights, `Some(true)` whatever its size, `Some(false)` never. The
-    /// step's gradient is the same up to float rounding, and the same on every run.
-    pub fn set_sft_data_parallel(&mut self, mode: Option<bool>) {
-        self.sft_data_parallel = mode;
+    /// Whether an update on the CPU is cut into parts run at once, one per libtorch thread of
+    /// the calling thread: the learner's thread runs the first with one libtorch thread, and
+    /// replicas of the model that share its weights each run another on a thread of their own
+    /// with one (`replicas.rs` says why). Behaviour cloning deals its demonstrations by length
+    /// (at least 4 in each part), a policy update hands out its micro-batches (not while the
+    /// KL to a reference is a loss term). `None` (the default): when the model has at most
+    /// 16 Mi weights; `Some(true)`: whatever its size; `Some(false)`: never. The step is the
+    /// same up to float rounding, and the same on every run.
+    pub fn set_data_parallel(&mut self, mode: Option<bool>) {
+        self.data_parallel = mode;
     }
 
-    /// How many replicas the last behaviour-cloning step ran beside the learner's thread (0:
-    /// it ran on that thread alone).
-    pub fn sft_replicas(&self) -> usize {
-        self.sft_replicas.as_ref().map_or(0, Replicas::len)
+    /// How many replicas the learner keeps for its data-parallel updates (0 until one runs;
+    /// kept from then on, and rebuilt when an update wants another number).
+    pub fn replicas(&self) -> usize {
+        self.replicas.as_ref().map_or(0, Replicas::len)
     }
 
     /// Splits each update into forward/backward passes of at most `rows` trajectories,
@@ -496,7 +540,9 @@ impl Learner {
         grad_clip: f64,
         agg: LossAgg,
     ) -> UpdateStats {
-        let parts = self.sft_parts(batch.len());
+        let parts = self
+            .data_parallel_parts(batch.len() / SFT_MIN_ROWS_PER_PART)
+            .max(1);
         let chunk_sets: Vec<Vec<PackedBatch>> = deal_by_length(batch, parts)
             .iter()
             .map(|part| pack_by_length(part, self.micro_batch, SFT_PADDED_TOKENS, self.device))
@@ -511,106 +557,96 @@ impl Learner {
                 .max(1) as f64,
             norm: DEFAULT_LOSS_AGG_NORM,
         };
-        if parts == 1 {
-            return self.sft_update(chunk_sets, agg, &norms, grad_clip);
-        }
-        // The learner's thread runs one part with one libtorch thread, and the optimiser's
-        // step too: a team of OpenMP threads woken for it would spin beside the replicas.
-        agentrl_policy::with_torch_threads(1, || {
-            self.sft_update(chunk_sets, agg, &norms, grad_clip)
-        })
-    }
-
-    /// The passes over `chunk_sets` (one part per set: the first on this thread, the others on
-    /// replicas) and the optimiser's step of a behaviour-cloning step.
-    fn sft_update(
-        &mut self,
-        chunk_sets: Vec<Vec<PackedBatch>>,
-        agg: LossAgg,
-        norms: &Normalisers,
-        grad_clip: f64,
-    ) -> UpdateStats {
-        let parts = chunk_sets.len();
-        let skipped = UpdateStats {
-            skipped_non_finite: true,
-            ..UpdateStats::default()
-        };
         let mut opt = match self.sft_opt.take() {
             Some(opt) => opt,
             None => match SftOptimiser::for_weights(&self.vs, self.lr) {
                 Ok(opt) => opt,
                 Err(e) => {
                     tracing::error!("building libtorch's AdamW for SFT failed: {e}");
-                    return skipped;
+                    return UpdateStats::skipped();
                 }
             },
         };
         opt.zero_grad();
-        let totals = if parts > 1 {
-            self.ensure_sft_replicas(parts - 1)
-                .and_then(|()| match &mut self.sft_replicas {
-                    Some(replicas) => replicas.passes(self.model.as_ref(), chunk_sets, agg, norms),
-                    None => Err(Error::Trainer("the SFT replicas are missing".into())),
-                })
+        // A data-parallel step's optimiser step too runs with one libtorch thread: a team of
+        // OpenMP threads woken for it would spin beside the replicas.
+        let threads = if parts == 1 {
+            tch::get_num_threads()
         } else {
-            self.sft_replicas = None;
-            let chunks = chunk_sets.first().map_or(&[][..], Vec::as_slice);
-            Ok(sft_passes(self.model.as_ref(), chunks, agg, norms))
+            1
         };
-        let totals = match totals {
-            Ok(totals) => totals,
-            Err(e) => {
-                tracing::error!(
-                    "data-parallel SFT step skipped, and later steps run on one thread: {e}"
-                );
-                self.sft_replicas = None;
-                self.sft_data_parallel = Some(false);
-                self.sft_opt = Some(opt);
-                return skipped;
-            }
-        };
-        let mut stats = UpdateStats {
-            loss: totals.loss,
-            entropy: totals.entropy,
-            tokens: totals.tokens,
-            ..UpdateStats::default()
-        };
-        let step = opt.clip_and_step(&self.vs, grad_clip, stats.loss);
-        stats.grad_norm = step.grad_norm;
-        stats.skipped_non_finite = step.skipped_non_finite;
+        let stepped = agentrl_policy::with_torch_threads(threads, || {
+            let stats = if parts == 1 {
+                let chunks = chunk_sets.first().map_or(&[][..], Vec::as_slice);
+                Ok(sft_passes(self.model.as_ref(), chunks, agg, &norms))
+            } else {
+                let parts = chunk_sets
+                    .into_iter()
+                    .map(|chunks| -> Part<UpdateStats> {
+                        Box::new(move |model| sft_passes(model, &chunks, agg, &norms))
+                    })
+                    .collect();
+                self.run_parts(parts)
+            };
+            stats.map(|mut stats| {
+                let step = opt.clip_and_step(&self.vs, grad_clip, stats.loss);
+                stats.grad_norm = step.grad_norm;
+                stats.skipped_non_finite = step.skipped_non_finite;
+                stats
+            })
+        });
         self.sft_opt = Some(opt);
-        stats
+        stepped.unwrap_or_else(|e| self.parts_failed(&e))
     }
 
-    /// Into how many parts a behaviour-cloning step of `rows` demonstrations is dealt (see
-    /// [`Learner::set_sft_data_parallel`]).
-    fn sft_parts(&self, rows: usize) -> usize {
-        let wanted = match self.sft_data_parallel {
+    /// Into how many parts an update that can be cut into at most `most` is cut (see
+    /// [`Learner::set_data_parallel`]); 1 or less: it is not.
+    fn data_parallel_parts(&self, most: usize) -> usize {
+        let wanted = match self.data_parallel {
             Some(wanted) => wanted,
             None => {
                 let weights: usize = self.vs.variables().values().map(Tensor::numel).sum();
-                weights <= SFT_DATA_PARALLEL_MAX_WEIGHTS
+                weights <= DATA_PARALLEL_MAX_WEIGHTS
             }
         };
         if !wanted || self.device != Device::Cpu {
             return 1;
         }
         let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
-        threads.min(rows / SFT_MIN_ROWS_PER_PART).max(1)
+        threads.min(most)
     }
 
-    /// Builds `count` SFT replicas unless they are there and still read the learner's weights.
-    fn ensure_sft_replicas(&mut self, count: usize) -> Result<()> {
+    /// Runs `parts` (at least two) at once: the first on this thread, the others on replicas
+    /// (built now unless they are there and still read the learner's weights); returns their
+    /// statistics summed in order.
+    fn run_parts(&mut self, parts: Vec<Part<UpdateStats>>) -> Result<UpdateStats> {
+        let count = parts.len().saturating_sub(1);
         let ready = self
-            .sft_replicas
+            .replicas
             .as_ref()
             .is_some_and(|r| r.len() == count && r.share_weights());
         if !ready {
-            self.sft_replicas = None;
-            let replicas = Replicas::new(&self.vs, count, || self.shared_model(true))?;
-            self.sft_replicas = Some(replicas);
+            self.replicas = None;
+            self.replicas = Some(Replicas::new(&self.vs, count, || self.shared_model(true))?);
         }
-        Ok(())
+        let replicas = self
+            .replicas
+            .as_mut()
+            .ok_or_else(|| Error::Trainer("the replicas are missing".into()))?;
+        let mut total = UpdateStats::default();
+        for stats in replicas.run(self.model.as_ref(), parts)? {
+            total.add(&stats);
+        }
+        Ok(total)
+    }
+
+    /// A data-parallel update that failed: says so, and later updates run on this thread
+    /// alone. The step is skipped.
+    fn parts_failed(&mut self, e: &Error) -> UpdateStats {
+        tracing::error!("data-parallel update skipped, and later ones run on one thread: {e}");
+        self.replicas = None;
+        self.data_parallel = Some(false);
+        UpdateStats::skipped()
     }
 
     /// One GRPO step: [`Learner::policy_step`] with one advantage per trajectory.
@@ -644,76 +680,57 @@ impl Learner {
                 .max(1) as f64,
             norm: p.loss_agg_norm,
         };
-        let (clip_low, clip_high) = p.clip_range();
+        let passes: Vec<PolicyPass> = chunks
+            .into_iter()
+            // Every row left out of the loss (stale or masked turns): nothing to train, and a
+            // loss without a graph cannot be backpropagated.
+            .filter(|(_, micro)| micro.rows().tokens > 0)
+            .map(|(first, micro)| PolicyPass {
+                advantages: advantage_rows(advantages, first, &micro, self.device),
+                micro,
+            })
+            .collect();
         self.opt.zero_grad();
-        let mut stats = UpdateStats::default();
-        for (first, micro) in &chunks {
-            let packed = micro.rows();
-            if packed.tokens == 0 {
-                // Every row left out of the loss (stale or masked turns): nothing to train,
-                // and a loss without a graph cannot be backpropagated.
-                continue;
+        let reference = self
+            .reference
+            .as_ref()
+            .map(|(_, model)| model.as_ref())
+            .filter(|_| p.kl_mode == KlMode::Loss && p.kl_coef > 0.0);
+        // The replicas have no reference model: with a KL loss term the passes run here.
+        let parts = if reference.is_some() {
+            1
+        } else {
+            self.data_parallel_parts(passes.len())
+        };
+        if parts <= 1 {
+            let mut stats = UpdateStats::default();
+            for pass in &passes {
+                let pass_stats =
+                    policy_pass(self.model.as_ref(), reference, pass, p, &norms, denom);
+                stats.add(&pass_stats);
             }
-            let offset = micro.offset();
-            let rows = packed.ids.size()[0] as usize;
-            let adv = match advantages {
-                Advantages::PerTrajectory(all) => {
-                    let adv: Vec<f32> = all
-                        .iter()
-                        .skip(*first)
-                        .take(rows)
-                        .map(|&a| a as f32)
-                        .collect();
-                    Tensor::from_slice(&adv).view([-1, 1]).to(self.device)
-                }
-                Advantages::PerToken(all) => {
-                    // A shared prefix holds no policy token: its positions are left out.
-                    let tails: Vec<Vec<f32>> = all
-                        [(*first).min(all.len())..(*first + rows).min(all.len())]
-                        .iter()
-                        .map(|row| row.get(offset..).unwrap_or(&[]).to_vec())
-                        .collect();
-                    crate::batch::padded(&tails, packed.mask.size()[1], self.device)
-                }
-            };
-            let mask = &packed.mask;
-            let (logp, entropy) =
-                micro.logprobs(self.model.as_ref(), p.temperature, p.entropy_coef != 0.0);
-            // Positions off the mask hold logp 0: their ratio is 1, whatever was sampled there.
-            let ratio = ((&logp - &packed.old_logprobs) * mask).exp();
-            let pg = clipped_surrogate(&ratio, &adv, clip_low, clip_high, p.dual_clip);
-            let mut loss = aggregate(&pg, mask, p.loss_agg, &norms);
-            if p.entropy_coef != 0.0 {
-                loss = &loss - aggregate(&entropy, mask, p.loss_agg, &norms) * p.entropy_coef;
-            }
-            if p.kl_mode == KlMode::Loss
-                && p.kl_coef > 0.0
-                && let Some((_, reference)) = &self.reference
-            {
-                let ref_logp =
-                    tch::no_grad(|| micro.logprobs(reference.as_ref(), p.temperature, false).0);
-                let kl_tokens = kl_per_token(&logp, &ref_logp, p.kl_estimator);
-                let kl = aggregate(&kl_tokens, mask, p.loss_agg, &norms);
-                stats.kl += if p.loss_agg == LossAgg::TokenMean {
-                    kl.double_value(&[])
-                } else {
-                    tch::no_grad(|| aggregate(&kl_tokens, mask, LossAgg::TokenMean, &norms))
-                        .double_value(&[])
-                };
-                loss = &loss + kl * p.kl_coef;
-            }
-            loss.backward();
-            tch::no_grad(|| {
-                let c = clipped_tokens(&ratio, clip_low, clip_high);
-                stats.clip_fraction += ((c * mask).sum(Kind::Float) / denom).double_value(&[]);
-                stats.entropy += ((entropy * mask).sum(Kind::Float) / denom).double_value(&[]);
-            });
-            stats.loss += loss.double_value(&[]);
-            stats.tokens += packed.tokens;
-            stats.shared_prefix_saved += offset * rows.saturating_sub(1);
+            self.finish_step("policy", &mut stats, p.grad_clip);
+            return stats;
         }
-        self.finish_step("policy", &mut stats, p.grad_clip);
-        stats
+        let parts = deal_passes(passes, parts)
+            .into_iter()
+            .map(|share| -> Part<UpdateStats> {
+                Box::new(move |model| {
+                    let mut stats = UpdateStats::default();
+                    for pass in &share {
+                        stats.add(&policy_pass(model, None, pass, p, &norms, denom));
+                    }
+                    stats
+                })
+            })
+            .collect();
+        let stepped = agentrl_policy::with_torch_threads(1, || {
+            self.run_parts(parts).map(|mut stats| {
+                self.finish_step("policy", &mut stats, p.grad_clip);
+                stats
+            })
+        });
+        stepped.unwrap_or_else(|e| self.parts_failed(&e))
     }
 
     /// Each trajectory's KL to the frozen reference, summed over its policy tokens under
@@ -749,6 +766,118 @@ impl Learner {
         });
         out
     }
+}
+
+/// A micro-batch of a policy update with its advantages (`[rows, 1]` per trajectory, or per
+/// position like its mask).
+struct PolicyPass {
+    micro: MicroBatch,
+    advantages: Tensor,
+}
+
+/// The advantages of `micro`'s rows, whose first is trajectory `first` of the batch.
+fn advantage_rows(
+    advantages: Advantages<'_>,
+    first: usize,
+    micro: &MicroBatch,
+    device: Device,
+) -> Tensor {
+    let packed = micro.rows();
+    let rows = packed.ids.size()[0] as usize;
+    match advantages {
+        Advantages::PerTrajectory(all) => {
+            let adv: Vec<f32> = all
+                .iter()
+                .skip(first)
+                .take(rows)
+                .map(|&a| a as f32)
+                .collect();
+            Tensor::from_slice(&adv).view([-1, 1]).to(device)
+        }
+        Advantages::PerToken(all) => {
+            // A shared prefix holds no policy token: its positions are left out.
+            let offset = micro.offset();
+            let tails: Vec<Vec<f32>> = all[first.min(all.len())..(first + rows).min(all.len())]
+                .iter()
+                .map(|row| row.get(offset..).unwrap_or(&[]).to_vec())
+                .collect();
+            crate::batch::padded(&tails, packed.mask.size()[1], device)
+        }
+    }
+}
+
+/// One pass of a policy update into `model`'s variables: the clipped surrogate of `pass`'s
+/// policy tokens, aggregated as `p.loss_agg` says over the step's `norms`, minus the entropy
+/// bonus, plus the KL to `reference` when it is given; returns the pass's share of the step's
+/// statistics (`denom`: the step's trained tokens).
+fn policy_pass(
+    model: &dyn PolicyModel,
+    reference: Option<&dyn PolicyModel>,
+    pass: &PolicyPass,
+    p: GrpoParams,
+    norms: &Normalisers,
+    denom: f64,
+) -> UpdateStats {
+    let (clip_low, clip_high) = p.clip_range();
+    let micro = &pass.micro;
+    let packed = micro.rows();
+    let mask = &packed.mask;
+    let rows = packed.ids.size()[0] as usize;
+    let mut stats = UpdateStats::default();
+    let (logp, entropy) = micro.logprobs(model, p.temperature, p.entropy_coef != 0.0);
+    // Positions off the mask hold logp 0: their ratio is 1, whatever was sampled there.
+    let ratio = ((&logp - &packed.old_logprobs) * mask).exp();
+    let pg = clipped_surrogate(&ratio, &pass.advantages, clip_low, clip_high, p.dual_clip);
+    let mut loss = aggregate(&pg, mask, p.loss_agg, norms);
+    if p.entropy_coef != 0.0 {
+        loss = &loss - aggregate(&entropy, mask, p.loss_agg, norms) * p.entropy_coef;
+    }
+    if let Some(reference) = reference {
+        let ref_logp = tch::no_grad(|| micro.logprobs(reference, p.temperature, false).0);
+        let kl_tokens = kl_per_token(&logp, &ref_logp, p.kl_estimator);
+        let kl = aggregate(&kl_tokens, mask, p.loss_agg, norms);
+        stats.kl = if p.loss_agg == LossAgg::TokenMean {
+            kl.double_value(&[])
+        } else {
+            tch::no_grad(|| aggregate(&kl_tokens, mask, LossAgg::TokenMean, norms))
+                .double_value(&[])
+        };
+        loss = &loss + kl * p.kl_coef;
+    }
+    loss.backward();
+    tch::no_grad(|| {
+        let c = clipped_tokens(&ratio, clip_low, clip_high);
+        stats.clip_fraction = ((c * mask).sum(Kind::Float) / denom).double_value(&[]);
+        stats.entropy = ((entropy * mask).sum(Kind::Float) / denom).double_value(&[]);
+    });
+    stats.loss = loss.double_value(&[]);
+    stats.tokens = packed.tokens;
+    stats.shared_prefix_saved = micro.offset() * rows.saturating_sub(1);
+    stats
+}
+
+/// `passes` handed out to `parts` parts of about as many padded tokens each (the largest
+/// first, each to the part with the fewest so far), every part keeping the passes' order.
+fn deal_passes(passes: Vec<PolicyPass>, parts: usize) -> Vec<Vec<PolicyPass>> {
+    let parts = parts.max(1);
+    let sizes: Vec<usize> = passes
+        .iter()
+        .map(|pass| pass.micro.rows().ids.numel() + pass.micro.offset())
+        .collect();
+    let mut largest_first: Vec<usize> = (0..passes.len()).collect();
+    largest_first.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+    let mut load = vec![0usize; parts];
+    let mut owner = vec![0usize; passes.len()];
+    for i in largest_first {
+        let part = (0..parts).min_by_key(|&k| load[k]).unwrap_or(0);
+        owner[i] = part;
+        load[part] += sizes[i];
+    }
+    let mut dealt: Vec<Vec<PolicyPass>> = (0..parts).map(|_| Vec::new()).collect();
+    for (pass, part) in passes.into_iter().zip(owner) {
+        dealt[part].push(pass);
+    }
+    dealt
 }
 
 /// [`AdamW::clip_and_step`] for libtorch's optimiser (behaviour cloning): the global gradient

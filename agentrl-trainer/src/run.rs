@@ -128,6 +128,7 @@ impl Run {
         learner.set_micro_batch(self.config.model.micro_batch);
         learner.set_micro_batch_tokens(self.config.model.micro_batch_tokens);
         learner.set_shared_prefix(self.config.model.shared_prefix_tokens);
+        learner.set_data_parallel(self.config.model.data_parallel);
         if let Some(path) = init {
             learner.load(path)?;
         }
@@ -333,7 +334,6 @@ impl Run {
         }
         let cfg = self.config.sft()?;
         let mut learner = self.learner(cfg.lr, None)?;
-        learner.set_sft_data_parallel(cfg.data_parallel);
         let mut metrics = self.metrics()?;
         let mut rng = SeededRng::from_parts(&[self.config.seed, 0x5F7]);
         let too_long_per_env: serde_json::Map<String, serde_json::Value> = too_long

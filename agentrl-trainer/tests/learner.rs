@@ -4,7 +4,7 @@
 use agentrl_core::Trajectory;
 use agentrl_policy::GptConfig;
 use agentrl_trainer::critic::Critic;
-use agentrl_trainer::learner::{Advantages, GrpoParams, Learner, pack};
+use agentrl_trainer::learner::{Advantages, GrpoParams, Learner, UpdateStats, pack};
 use agentrl_trainer::loss::LossAgg;
 use tch::{Device, Kind, Tensor};
 
@@ -133,7 +133,7 @@ fn data_parallel_sft_takes_the_steps_of_one_thread_and_the_same_on_every_run() {
     let batch: Vec<&Trajectory> = batch.iter().collect();
     let train_on = |batch: &[&Trajectory], mode: Option<bool>| {
         let mut learner = seeded_learner(41, 1e-2);
-        learner.set_sft_data_parallel(mode);
+        learner.set_data_parallel(mode);
         agentrl_policy::with_torch_threads(2, || {
             let losses: Vec<f64> = (0..3)
                 .map(|step| {
@@ -143,7 +143,7 @@ fn data_parallel_sft_takes_the_steps_of_one_thread_and_the_same_on_every_run() {
                     learner.sft_step(batch, 1.0).loss
                 })
                 .collect();
-            (all_weights(&learner), losses, learner.sft_replicas())
+            (all_weights(&learner), losses, learner.replicas())
         })
     };
     let train = |mode: Option<bool>| train_on(&batch, mode);
@@ -184,6 +184,79 @@ fn data_parallel_sft_takes_the_steps_of_one_thread_and_the_same_on_every_run() {
         auto.iter()
             .zip(&split)
             .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
+}
+
+#[test]
+fn a_data_parallel_policy_step_takes_the_step_of_one_thread() {
+    // Twelve episodes in micro-batches of four: three passes, two of them on the learner's
+    // thread and one on a replica's when it has two libtorch threads.
+    let batch: Vec<Trajectory> = (0..12u32)
+        .map(|i| {
+            let generated: Vec<u32> = (0..=i % 5).map(|k| 3 + (i + 2 * k) % 15).collect();
+            let logprobs = vec![-1.5; generated.len()];
+            traj(vec![1, 2 + i % 3], generated, logprobs)
+        })
+        .collect();
+    let batch: Vec<&Trajectory> = batch.iter().collect();
+    let advantages: Vec<f64> = (0..12).map(|i| f64::from(i % 4) - 1.5).collect();
+    let params = GrpoParams {
+        entropy_coef: 0.01,
+        ..GrpoParams::default()
+    };
+    let train = |mode: Option<bool>, kl: bool| {
+        let mut learner = seeded_learner(43, 1e-2);
+        learner.set_micro_batch(4);
+        learner.set_data_parallel(mode);
+        let params = if kl {
+            let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            learner.freeze_reference().unwrap();
+            GrpoParams {
+                kl_coef: 0.1,
+                ..params
+            }
+        } else {
+            params
+        };
+        agentrl_policy::with_torch_threads(2, || {
+            let stats: Vec<UpdateStats> = (0..3)
+                .map(|step| {
+                    // Building the replicas draws from libtorch's global generator.
+                    let _guard =
+                        (step == 0).then(|| SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
+                    learner.grpo_step(&batch, &advantages, params)
+                })
+                .collect();
+            (all_weights(&learner), stats, learner.replicas())
+        })
+    };
+    let (alone, alone_stats, none) = train(Some(false), false);
+    let (split, split_stats, one) = train(None, false);
+    assert_eq!((none, one), (0, 1));
+    for (a, b) in alone_stats.iter().zip(&split_stats) {
+        let close = |x: f64, y: f64| (x - y).abs() < 1e-5 * x.abs().max(1.0);
+        assert!(
+            close(a.loss, b.loss)
+                && close(a.entropy, b.entropy)
+                && close(a.clip_fraction, b.clip_fraction)
+                && close(a.grad_norm, b.grad_norm)
+                && a.tokens == b.tokens,
+            "{a:?} vs {b:?}"
+        );
+    }
+    let apart = alone
+        .iter()
+        .zip(&split)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(apart < 1e-4, "the weights differ by {apart}");
+    // With the KL to a reference as a loss term the passes stay on the learner's thread.
+    let (_, kl_stats, with_reference) = train(None, true);
+    assert_eq!(with_reference, 0);
+    assert!(
+        kl_stats
+            .iter()
+            .all(|s| s.kl.is_finite() && !s.skipped_non_finite)
     );
 }
 
