@@ -99,17 +99,43 @@ pub struct TinyGpt {
 }
 
 impl TinyGpt {
-    /// Creates the variables under `vs` (names like `blocks.0.qkv.weight`).
+    /// Creates the variables under `vs` (names like `blocks.0.qkv.weight`), drawn from
+    /// libtorch's global generator.
     pub fn new(vs: &nn::Path, config: GptConfig) -> Result<Self> {
+        Self::with_init(vs, config, true)
+    }
+
+    /// [`TinyGpt::new`] with every matrix zero, drawing nothing from libtorch's generator: for
+    /// weights copied or shared in right after.
+    pub fn new_to_fill(vs: &nn::Path, config: GptConfig) -> Result<Self> {
+        Self::with_init(vs, config, false)
+    }
+
+    /// The model with its matrices drawn at random (`random`) or zero.
+    fn with_init(vs: &nn::Path, config: GptConfig, random: bool) -> Result<Self> {
         config.validate()?;
         let d = config.d_model as i64;
         let emb_cfg = nn::EmbeddingConfig {
-            ws_init: nn::Init::Randn {
-                mean: 0.0,
-                stdev: 0.02,
+            ws_init: if random {
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.02,
+                }
+            } else {
+                nn::Init::Const(0.0)
             },
             ..Default::default()
         };
+        let linear_cfg = if random {
+            nn::LinearConfig::default()
+        } else {
+            nn::LinearConfig {
+                ws_init: nn::Init::Const(0.0),
+                bs_init: Some(nn::Init::Const(0.0)),
+                bias: true,
+            }
+        };
+        let linear = |p: nn::Path, i: i64, o: i64| nn::linear(p, i, o, linear_cfg);
         let tok_emb = nn::embedding(vs / "tok_emb", config.vocab_size as i64, d, emb_cfg);
         let (rope_cos, rope_sin) = rope_tables(&config, vs.device());
         let ffn = d * config.ffn_mult as i64;
@@ -118,17 +144,17 @@ impl TinyGpt {
                 let p = vs / "blocks" / i;
                 Block {
                     ln1: nn::layer_norm(&p / "ln1", vec![d], Default::default()),
-                    qkv: nn::linear(&p / "qkv", d, 3 * d, Default::default()),
-                    proj: nn::linear(&p / "proj", d, d, Default::default()),
+                    qkv: linear(&p / "qkv", d, 3 * d),
+                    proj: linear(&p / "proj", d, d),
                     ln2: nn::layer_norm(&p / "ln2", vec![d], Default::default()),
-                    fc1: nn::linear(&p / "fc1", d, ffn, Default::default()),
-                    fc2: nn::linear(&p / "fc2", ffn, d, Default::default()),
+                    fc1: linear(&p / "fc1", d, ffn),
+                    fc2: linear(&p / "fc2", ffn, d),
                 }
             })
             .collect();
         Ok(TinyGpt {
             ln_f: nn::layer_norm(vs / "ln_f", vec![d], Default::default()),
-            head: nn::linear(vs / "head", d, config.vocab_size as i64, Default::default()),
+            head: linear(vs / "head", d, config.vocab_size as i64),
             tok_emb,
             rope_cos,
             rope_sin,

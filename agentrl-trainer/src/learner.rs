@@ -386,6 +386,22 @@ impl Learner {
     ) -> Result<(nn::VarStore, Box<dyn PolicyModel>)> {
         let vs = nn::VarStore::new(self.device);
         let model = self.spec.build(&vs)?;
+        self.share_into(&vs, share_trained)?;
+        Ok((vs, model))
+    }
+
+    /// A replica for a data-parallel update: [`Learner::shared_model`] with every tensor
+    /// shared, built without drawing from libtorch's generator.
+    fn replica_model(&self) -> Result<(nn::VarStore, Box<dyn PolicyModel>)> {
+        let vs = nn::VarStore::new(self.device);
+        let model = self.spec.build_to_fill(&vs)?;
+        self.share_into(&vs, true)?;
+        Ok((vs, model))
+    }
+
+    /// Points `vs`'s variables at the learner's storage (the frozen ones always, the trained
+    /// ones when `share_trained`) or copies the learner's values into them.
+    fn share_into(&self, vs: &nn::VarStore, share_trained: bool) -> Result<()> {
         let sources = self.vs.variables();
         tch::no_grad(|| {
             for (name, mut dst) in vs.variables() {
@@ -413,8 +429,7 @@ impl Learner {
                 .map_err(|e| Error::Trainer(format!("sharing weight `{name}`: {e}")))?;
             }
             Ok(())
-        })?;
-        Ok((vs, model))
+        })
     }
 
     /// Freezes a copy of the current weights as the KL reference.
@@ -627,7 +642,7 @@ impl Learner {
             .is_some_and(|r| r.len() == count && r.share_weights());
         if !ready {
             self.replicas = None;
-            self.replicas = Some(Replicas::new(&self.vs, count, || self.shared_model(true))?);
+            self.replicas = Some(Replicas::new(&self.vs, count, || self.replica_model())?);
         }
         let replicas = self
             .replicas

@@ -36,8 +36,25 @@ impl ModelSpec {
     /// included) in `vs`, for weights copied in with `VarStore::copy`: a tiny GPT drawn at
     /// random, a Llama's matrices zero (see `Llama::new_to_fill`).
     pub fn build(&self, vs: &nn::VarStore) -> Result<Box<dyn PolicyModel>> {
+        self.build_with(vs, true)
+    }
+
+    /// [`ModelSpec::build`] with every matrix and adapter zero, drawing nothing from libtorch's
+    /// global generator (which a build may otherwise do in the middle of a run, at a moment
+    /// that depends on the machine): for weights shared in right after.
+    pub fn build_to_fill(&self, vs: &nn::VarStore) -> Result<Box<dyn PolicyModel>> {
+        self.build_with(vs, false)
+    }
+
+    /// The model, its tiny GPT's matrices and adapters drawn at random (`random`) or zero.
+    fn build_with(&self, vs: &nn::VarStore, random: bool) -> Result<Box<dyn PolicyModel>> {
         match self {
-            ModelSpec::Tiny(config) => Ok(Box::new(TinyGpt::new(&vs.root(), config.clone())?)),
+            ModelSpec::Tiny(config) if random => {
+                Ok(Box::new(TinyGpt::new(&vs.root(), config.clone())?))
+            }
+            ModelSpec::Tiny(config) => {
+                Ok(Box::new(TinyGpt::new_to_fill(&vs.root(), config.clone())?))
+            }
             ModelSpec::Llama {
                 config,
                 lora,
@@ -46,7 +63,11 @@ impl ModelSpec {
                 // Its weights come from `VarStore::copy`; adapters are initialised as usual.
                 let mut model = Llama::new_to_fill(&vs.root(), (**config).clone())?;
                 if let Some(cfg) = lora {
-                    model.attach_lora(vs, cfg)?;
+                    if random {
+                        model.attach_lora(vs, cfg)?;
+                    } else {
+                        model.attach_lora_to_fill(vs, cfg)?;
+                    }
                 }
                 model.set_dtype(vs, *dtype);
                 Ok(Box::new(model))

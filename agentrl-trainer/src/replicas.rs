@@ -9,8 +9,9 @@
 //! thread backpropagates the first part with one libtorch thread while each [`Replicas`]
 //! worker backpropagates another, also with one. A replica is a second model whose variables
 //! share the learner's storage (no copy, and the optimiser's steps are seen at once) but keep
-//! gradients of their own; after the passes the learner adds them to its gradients in replica
-//! order, so the step is the same on every run.
+//! gradients of their own, built without drawing from libtorch's generator; after the passes
+//! the learner adds their gradients to its own in replica order, so the step is the same on
+//! every run.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
@@ -53,7 +54,8 @@ pub(crate) struct Replicas<R> {
 
 impl<R: Send + 'static> Replicas<R> {
     /// `count` replicas of the model whose variables are `learner`, each made by `build` (a
-    /// model whose variables share the learner's storage: `Learner::shared_model(true)`).
+    /// model whose variables share the learner's storage, built without drawing from
+    /// libtorch's generator: `Learner::replica_model`).
     /// Variables the learner does not train are not trained in the replicas either.
     pub(crate) fn new(
         learner: &nn::VarStore,

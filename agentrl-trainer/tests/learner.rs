@@ -4,7 +4,7 @@
 use agentrl_core::Trajectory;
 use agentrl_policy::GptConfig;
 use agentrl_trainer::critic::Critic;
-use agentrl_trainer::learner::{Advantages, GrpoParams, Learner, UpdateStats, pack};
+use agentrl_trainer::learner::{Advantages, GrpoParams, Learner, ModelSpec, UpdateStats, pack};
 use agentrl_trainer::loss::LossAgg;
 use tch::{Device, Kind, Tensor};
 
@@ -135,14 +135,7 @@ fn data_parallel_sft_takes_the_steps_of_one_thread_and_the_same_on_every_run() {
         let mut learner = seeded_learner(41, 1e-2);
         learner.set_data_parallel(mode);
         agentrl_policy::with_torch_threads(2, || {
-            let losses: Vec<f64> = (0..3)
-                .map(|step| {
-                    // Building the replicas draws from libtorch's global generator.
-                    let _guard =
-                        (step == 0).then(|| SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
-                    learner.sft_step(batch, 1.0).loss
-                })
-                .collect();
+            let losses: Vec<f64> = (0..3).map(|_| learner.sft_step(batch, 1.0).loss).collect();
             (all_weights(&learner), losses, learner.replicas())
         })
     };
@@ -188,6 +181,27 @@ fn data_parallel_sft_takes_the_steps_of_one_thread_and_the_same_on_every_run() {
 }
 
 #[test]
+fn replicas_are_built_without_drawing_from_the_generator() {
+    // A data-parallel update builds its replicas in the middle of a run: they must not move
+    // libtorch's global generator, or what is drawn after would depend on the thread count.
+    let _guard = SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let spec = ModelSpec::Tiny(cfg());
+    let draw = || Tensor::randn([8], (Kind::Float, Device::Cpu));
+    tch::manual_seed(5);
+    let undisturbed = draw();
+    tch::manual_seed(5);
+    let vs = tch::nn::VarStore::new(Device::Cpu);
+    let _model = spec.build_to_fill(&vs).unwrap();
+    assert!(
+        draw().equal(&undisturbed),
+        "building to fill drew from the generator"
+    );
+    tch::manual_seed(5);
+    let _random = spec.build(&tch::nn::VarStore::new(Device::Cpu)).unwrap();
+    assert!(!draw().equal(&undisturbed), "a random build draws");
+}
+
+#[test]
 fn a_data_parallel_policy_step_takes_the_step_of_one_thread() {
     // Twelve episodes in micro-batches of four: three passes, two of them on the learner's
     // thread and one on a replica's when it has two libtorch threads.
@@ -220,12 +234,7 @@ fn a_data_parallel_policy_step_takes_the_step_of_one_thread() {
         };
         agentrl_policy::with_torch_threads(2, || {
             let stats: Vec<UpdateStats> = (0..3)
-                .map(|step| {
-                    // Building the replicas draws from libtorch's global generator.
-                    let _guard =
-                        (step == 0).then(|| SEED_LOCK.lock().unwrap_or_else(|e| e.into_inner()));
-                    learner.grpo_step(&batch, &advantages, params)
-                })
+                .map(|_| learner.grpo_step(&batch, &advantages, params))
                 .collect();
             (all_weights(&learner), stats, learner.replicas())
         })

@@ -27,6 +27,17 @@ impl Llama {
     /// adapters to the projections `cfg.targets` names; the adapters are `vs`'s only trainable
     /// variables afterwards. `vs` must be the VarStore the model was built in.
     pub fn attach_lora(&mut self, vs: &nn::VarStore, cfg: &LoraConfig) -> Result<()> {
+        self.attach_adapters(vs, cfg, true)
+    }
+
+    /// [`Llama::attach_lora`] with zero adapters, drawing nothing from libtorch's generator:
+    /// for adapter weights copied or shared in right after.
+    pub fn attach_lora_to_fill(&mut self, vs: &nn::VarStore, cfg: &LoraConfig) -> Result<()> {
+        self.attach_adapters(vs, cfg, false)
+    }
+
+    /// [`Llama::attach_lora`], `A` drawn at random (`random`) or zero.
+    fn attach_adapters(&mut self, vs: &nn::VarStore, cfg: &LoraConfig, random: bool) -> Result<()> {
         cfg.validate()?;
         if self.lora.is_some() {
             return Err(Error::Policy("this model already has LoRA adapters".into()));
@@ -37,7 +48,7 @@ impl Llama {
         let root = vs.root();
         for proj in self.projections_mut() {
             if cfg.targets.iter().any(|t| t == proj.kind()) {
-                proj.attach(&root, cfg);
+                proj.attach(&root, cfg, random);
             }
         }
         self.lora = Some(cfg.clone());

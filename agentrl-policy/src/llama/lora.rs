@@ -130,8 +130,9 @@ impl Proj {
         self.name.rsplit('.').next().unwrap_or("")
     }
 
-    /// Creates this projection's adapter variables under their PEFT names in `root`.
-    pub(super) fn attach(&mut self, root: &nn::Path, cfg: &LoraConfig) {
+    /// Creates this projection's adapter variables under their PEFT names in `root`: `A`
+    /// drawn from libtorch's global generator when `random`, else zero.
+    pub(super) fn attach(&mut self, root: &nn::Path, cfg: &LoraConfig, random: bool) {
         let mut p = root / "base_model" / "model";
         for c in self.name.split('.') {
             p = &p / c;
@@ -140,14 +141,15 @@ impl Proj {
         let r = cfg.r as i64;
         // PEFT's default: kaiming_uniform_(a = sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)).
         let bound = 1.0 / (in_dim as f64).sqrt();
-        let a = (&p / "lora_A").var(
-            "weight",
-            &[r, in_dim],
+        let a_init = if random {
             nn::Init::Uniform {
                 lo: -bound,
                 up: bound,
-            },
-        );
+            }
+        } else {
+            nn::Init::Const(0.0)
+        };
+        let a = (&p / "lora_A").var("weight", &[r, in_dim], a_init);
         let b = (&p / "lora_B").var("weight", &[out_dim, r], nn::Init::Const(0.0));
         self.lora = Some(LoraLinear {
             a,
