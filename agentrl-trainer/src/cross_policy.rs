@@ -98,7 +98,7 @@ pub fn refresh_snapshot(version: u64, stale_every: u64, first: bool) -> bool {
 }
 
 /// `a` plus `b`, field by field (the current sizes of the caches too).
-fn add_stats(mut a: EngineStats, b: &EngineStats) -> EngineStats {
+pub(crate) fn add_stats(mut a: EngineStats, b: &EngineStats) -> EngineStats {
     a.requests += b.requests;
     a.prefill_tokens += b.prefill_tokens;
     a.reused_tokens += b.reused_tokens;

@@ -4,9 +4,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentrl_core::{Error, Result, RewardFn, SeededRng, Trajectory, read_jsonl, write_jsonl};
+use agentrl_core::{
+    Error, Policy, Result, RewardFn, SeededRng, Trajectory, read_jsonl, write_jsonl,
+};
 use agentrl_env::EnvFactory;
-use agentrl_policy::{ChatFormat, EngineOptions, TchPolicy, TinyChatFormat};
+use agentrl_policy::{ChatFormat, EngineOptions, RouterPolicy, TchPolicy, TinyChatFormat};
 use tch::Device;
 
 use crate::config::{CROSS_WITH_SERVERS, PretrainedModel, RunConfig};
@@ -21,7 +23,7 @@ use crate::resume::{OPTIMIZER_FILE, ResumePoint, newest_checkpoint, rewind_run_f
 /// The weights RL started from, kept (in `checkpoints/`) as the KL reference of resumed runs.
 const RL_START_FILE: &str = "rl-start.safetensors";
 use crate::rollout::RolloutContext;
-use crate::weight_sync::{ServerPush, WeightSync};
+use crate::weight_sync::{Engines, ServerPush, WeightSync};
 use agentrl_policy::checkpoint::{LatestCheckpoint, checkpoint_dir, write_latest};
 pub use agentrl_policy::device::{config_device, default_device};
 #[cfg(feature = "full")]
@@ -231,10 +233,32 @@ impl Run {
             // Synchronous: the policy never generates while the learner updates, so it can
             // read the learner's tensors, and publishing is only the version.
             let synchronous = pipeline.max_staleness == 0;
-            let (policy, ctx) = self.rollout_policy(learner, synchronous)?;
+            let engines = pipeline.engines.max(1);
+            // Several model threads generate at once: by default they share `torch_threads`.
+            let threads = match engines {
+                1 => pipeline.policy_threads,
+                n => Some(pipeline.policy_threads.unwrap_or_else(|| {
+                    (self.config.torch_threads / i32::try_from(n).unwrap_or(i32::MAX)).max(1)
+                })),
+            };
+            let (policy, mut ctx) = self.rollout_policy_with(learner, synchronous, threads)?;
+            let more = (1..engines)
+                .map(|k| {
+                    let seed = self.config.seed ^ 0x5A5A ^ (0xE9 * k as u64);
+                    self.spawn_policy(learner, seed, synchronous, threads)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if !more.is_empty() {
+                let backends = std::iter::once(&policy)
+                    .chain(&more)
+                    .map(|engine| Arc::new(engine.clone()) as Arc<dyn Policy>)
+                    .collect();
+                ctx.policy = Arc::new(RouterPolicy::new(backends)?);
+            }
+            let engines = Engines::new(policy, more);
             let sync = match synchronous {
-                true => WeightSync::Shared(policy),
-                false => WeightSync::Local(policy),
+                true => WeightSync::Shared(engines),
+                false => WeightSync::Local(engines),
             };
             return Ok((sync, ctx));
         }

@@ -7,7 +7,7 @@ use agentrl_trainer::config::{AdvantageConfig, GaeConfig};
 use agentrl_trainer::metrics::{MetricsWriter, read_metrics};
 use agentrl_trainer::pipeline::{RlRun, train_rl};
 use agentrl_trainer::run::Run;
-use agentrl_trainer::weight_sync::WeightSync;
+use agentrl_trainer::weight_sync::{Engines, WeightSync};
 
 async fn rl_run(max_staleness: u64) -> (tempfile::TempDir, Vec<serde_json::Value>) {
     let dir = tempfile::tempdir().unwrap();
@@ -371,7 +371,7 @@ async fn a_synchronous_run_sharing_its_weights_trains_as_one_that_copies_them() 
     let rl = RlRun {
         config: cfg.clone(),
         ctx,
-        weights: WeightSync::Local(policy),
+        weights: WeightSync::Local(Engines::new(policy, Vec::new())),
         reward,
         run_dir: copied_dir.path().to_path_buf(),
         start_step: 0,

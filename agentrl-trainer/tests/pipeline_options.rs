@@ -23,7 +23,7 @@ use agentrl_trainer::rollout::{
     run_group_on_current_weights,
 };
 use agentrl_trainer::run::Run;
-use agentrl_trainer::weight_sync::WeightSync;
+use agentrl_trainer::weight_sync::{Engines, WeightSync};
 use async_trait::async_trait;
 use tokio::sync::watch;
 
@@ -172,7 +172,7 @@ async fn train_with(
     let rl = RlRun {
         config: cfg,
         ctx,
-        weights: WeightSync::Local(policy),
+        weights: WeightSync::Local(Engines::new(policy, Vec::new())),
         reward,
         run_dir: dir.to_path_buf(),
         start_step: 0,
@@ -205,6 +205,70 @@ fn count(r: &serde_json::Value, key: &str) -> u64 {
     r[key]
         .as_u64()
         .unwrap_or_else(|| panic!("no count {key} in {r}"))
+}
+
+#[test]
+fn engines_are_checked_against_what_needs_one_model_thread() {
+    let with = |pipeline: &str| {
+        let text = toml::to_string(&common::tiny_config(0)).unwrap();
+        let mut doc: toml::Table = toml::from_str(&text).unwrap();
+        let extra: toml::Table = toml::from_str(pipeline).unwrap();
+        let table = doc
+            .entry("pipeline")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(table) = table.as_table_mut() {
+            table.extend(extra);
+        }
+        RunConfig::from_toml_str(&toml::to_string(&doc).unwrap(), "test").map_err(|e| e.to_string())
+    };
+    assert_eq!(with("engines = 2").unwrap().pipeline.engines, 2);
+    assert_eq!(with("").unwrap().pipeline.engines, 1);
+    let zero = with("engines = 0").unwrap_err();
+    assert!(
+        zero.contains("pipeline.engines must be at least 1"),
+        "{zero}"
+    );
+    let deterministic = with("engines = 2\ndeterministic = true").unwrap_err();
+    assert!(
+        deterministic.contains("pipeline.engines = 2") && deterministic.contains("deterministic"),
+        "{deterministic}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_engines_generate_and_train_in_both_pipelines() {
+    for max_staleness in [0, 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = common::tiny_config(max_staleness);
+        cfg.rl.steps = 2;
+        cfg.pipeline.engines = 2;
+        cfg.validate().unwrap();
+        let run = Run::new(cfg.clone(), dir.path()).unwrap();
+        let learner = run.learner(cfg.rl.lr, None).unwrap();
+        // A guard against a hang, not a timing.
+        let trained = tokio::time::timeout(std::time::Duration::from_secs(300), run.rl(learner, 0));
+        let (_learner, summary) = trained.await.expect("the pipeline stalled").unwrap();
+        assert_eq!(summary.steps, 2, "staleness {max_staleness}");
+        let steps: Vec<serde_json::Value> = read_metrics(&dir.path().join("metrics.jsonl"))
+            .unwrap()
+            .into_iter()
+            .filter(|r| r["kind"] == "rl_step")
+            .collect();
+        assert_eq!(steps.len(), 2, "staleness {max_staleness}");
+        for step in &steps {
+            let played =
+                count(&step["outcomes"], "completed") + count(&step["outcomes"], "truncated");
+            assert_eq!(
+                played as usize,
+                cfg.rl.tasks_per_step * cfg.rl.group_size,
+                "{step}"
+            );
+            assert!(
+                step["generated_tokens_mean"].as_f64().unwrap_or(0.0) > 0.0,
+                "{step}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

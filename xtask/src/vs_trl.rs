@@ -719,7 +719,8 @@ fn run_ours(root: &Path, exe: &Path, spec: RunSpec, lr: f64) -> Result<SideRun> 
     let (dir, steps, side) = (spec.dir, spec.steps, spec.side);
     let run_dir = spec.fresh_run_dir("agentrl")?;
     let config = run_dir.join("job.toml");
-    fs::write(&config, agentrl_config(dir, steps, side, lr))
+    let engines = engines_for(spec.model, side);
+    fs::write(&config, agentrl_config(dir, steps, side, lr, engines))
         .map_err(|e| Failure::new(format!("writing {}: {e}", config.display())))?;
     let mut cmd = Command::new(exe);
     cmd.current_dir(root)
@@ -766,8 +767,19 @@ fn run_ours(root: &Path, exe: &Path, spec: RunSpec, lr: f64) -> Result<SideRun> 
     })
 }
 
-/// The run config of `agentrl train` for the job.
-fn agentrl_config(model_dir: &Path, steps: usize, side: Side, lr: f64) -> String {
+/// The in-process model threads (`[pipeline] engines`) our side generates with: two of one
+/// libtorch thread each for the tiny Llama on the CPU, whose forward passes are too small for
+/// two libtorch threads to share (its rollouts took 0.71 s a step against 0.87 with one
+/// engine); one for SmolLM2 and on a GPU.
+fn engines_for(model: Model, side: Side) -> usize {
+    match (model, side.device) {
+        (Model::Tiny, "cpu") => 2,
+        _ => 1,
+    }
+}
+
+/// The run config of `agentrl train` for the job, generating with `engines` model threads.
+fn agentrl_config(model_dir: &Path, steps: usize, side: Side, lr: f64, engines: usize) -> String {
     let batch = JOB.prompts_per_step * JOB.group_size;
     let Side { device, dtype } = side;
     format!(
@@ -807,6 +819,7 @@ checkpoint_every = 0
 
 [pipeline]
 max_staleness = 0
+engines = {engines}
 
 [eval]
 tasks = 1
@@ -1021,7 +1034,13 @@ mod tests {
             device: "cuda",
             dtype: "bf16",
         };
-        let text = agentrl_config(Path::new("m"), 3, side, JOB.lr);
+        let text = agentrl_config(
+            Path::new("m"),
+            3,
+            side,
+            JOB.lr,
+            engines_for(Model::Tiny, side),
+        );
         for needle in [
             "tasks_per_step = 4",
             "group_size = 8",
@@ -1030,6 +1049,7 @@ mod tests {
             "steps = 3",
             "max_staleness = 0",
             "device = \"cuda\"",
+            "engines = 1",
         ] {
             assert!(text.contains(needle), "{needle} missing from\n{text}");
         }

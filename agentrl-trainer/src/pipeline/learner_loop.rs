@@ -450,7 +450,7 @@ struct UpdateState {
 /// processes: the learner's own thread runs them.
 fn update_thread(weights: &WeightSync) -> Option<&agentrl_policy::TchPolicy> {
     match weights {
-        WeightSync::Shared(policy) => Some(policy),
+        WeightSync::Shared(engines) => Some(engines.first()),
         _ => None,
     }
 }
