@@ -534,7 +534,8 @@ impl Learner {
 
     /// One behaviour-cloning step: mean cross-entropy over policy tokens. The batch is
     /// packed by length ([`pack_by_length`]), so short and long demonstrations do not pad each
-    /// other.
+    /// other. On the CPU a small model's step is dealt over replicas that run at once (see
+    /// [`Learner::set_data_parallel`]).
     ///
     /// An fp32 model's SFT steps with libtorch's AdamW rather than [`AdamW`]: SFT is never
     /// resumed midway (an interrupted SFT starts again), and the demo's result hangs on the
