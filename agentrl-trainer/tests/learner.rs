@@ -148,12 +148,6 @@ fn data_parallel_sft_takes_the_steps_of_one_thread_and_the_same_on_every_run() {
     for (a, b) in alone_losses.iter().zip(&split_losses) {
         assert!((a - b).abs() < 1e-5 * a.abs().max(1.0), "loss {a} vs {b}");
     }
-    let furthest = |a: &[f32], b: &[f32]| {
-        a.iter()
-            .zip(b)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max)
-    };
     // AdamW's steps are about lr = 1e-2 whatever the gradient's size, so a weight whose
     // gradient is near zero may move by a rounding's worth differently: within 1% of a step.
     let apart = furthest(&alone, &split);
@@ -167,17 +161,10 @@ fn data_parallel_sft_takes_the_steps_of_one_thread_and_the_same_on_every_run() {
     );
     assert_eq!(split_losses, again_losses);
     assert!(
-        split
-            .iter()
-            .zip(&again)
-            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        bit_identical(&split, &again),
         "two data-parallel runs differ"
     );
-    assert!(
-        auto.iter()
-            .zip(&split)
-            .all(|(a, b)| a.to_bits() == b.to_bits())
-    );
+    assert!(bit_identical(&auto, &split));
 }
 
 #[test]
@@ -253,11 +240,7 @@ fn a_data_parallel_policy_step_takes_the_step_of_one_thread() {
             "{a:?} vs {b:?}"
         );
     }
-    let apart = alone
-        .iter()
-        .zip(&split)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
+    let apart = furthest(&alone, &split);
     assert!(apart < 1e-4, "the weights differ by {apart}");
     // With the KL to a reference as a loss term the passes stay on the learner's thread.
     let (_, kl_stats, with_reference) = train(None, true);
@@ -437,6 +420,19 @@ fn all_weights(learner: &Learner) -> Vec<f32> {
         .collect()
 }
 
+/// Whether two weight lists are the same bit for bit.
+fn bit_identical(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// The largest difference between two weight lists.
+fn furthest(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
+}
+
 #[test]
 fn a_nan_in_the_policy_loss_skips_the_step_and_leaves_the_weights() {
     let a = traj(vec![1, 2], vec![3, 4], vec![-1.0, -1.0]);
@@ -448,10 +444,7 @@ fn a_nan_in_the_policy_loss_skips_the_step_and_leaves_the_weights() {
         assert!(stats.skipped_non_finite, "advantage {bad}: {stats:?}");
         let after = all_weights(&learner);
         assert!(
-            before
-                .iter()
-                .zip(&after)
-                .all(|(x, y)| x.to_bits() == y.to_bits()),
+            bit_identical(&before, &after),
             "advantage {bad} reached the weights"
         );
     }
