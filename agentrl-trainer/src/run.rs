@@ -248,14 +248,15 @@ impl Run {
                     self.spawn_policy(learner, seed, synchronous, threads)
                 })
                 .collect::<Result<Vec<_>>>()?;
-            if !more.is_empty() {
-                let backends = std::iter::once(&policy)
-                    .chain(&more)
+            let several = !more.is_empty();
+            let engines = Engines::new(policy, more);
+            if several {
+                let backends = engines
+                    .all()
                     .map(|engine| Arc::new(engine.clone()) as Arc<dyn Policy>)
                     .collect();
                 ctx.policy = Arc::new(RouterPolicy::new(backends)?);
             }
-            let engines = Engines::new(policy, more);
             let sync = match synchronous {
                 true => WeightSync::Shared(engines),
                 false => WeightSync::Local(engines),
