@@ -8,8 +8,7 @@ use agentrl_env::api_booking::{Booking, Desk, Status, World, check, world_of};
 use agentrl_env::{ApiBooking, lookup};
 use serde_json::{Value, json};
 
-mod common;
-use common::contract::{
+use crate::common::contract::{
     assert_all_invalid, assert_disjoint_splits, assert_reference_solver, assert_same_tasks,
     assert_seeds_differ, task_data, unparsable_call,
 };

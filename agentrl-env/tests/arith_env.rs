@@ -4,8 +4,7 @@ use agentrl_core::{Env, Error, Message, Role, Split, Step, Task, ToolCall};
 use agentrl_env::{ArithCalc, ArithCalcEnv, EnvFactory};
 use serde_json::json;
 
-mod common;
-use common::contract;
+use crate::common::contract;
 
 fn task() -> Task {
     ArithCalc::default().task(Split::Train, 3)

@@ -3,8 +3,7 @@
 use agentrl_core::Split;
 use agentrl_env::{ArithCalc, EnvFactory, lookup};
 
-mod common;
-use common::contract::{assert_disjoint_splits, assert_same_tasks, assert_seeds_differ};
+use crate::common::contract::{assert_disjoint_splits, assert_same_tasks, assert_seeds_differ};
 
 #[test]
 fn same_seed_gives_identical_tasks() {

@@ -8,8 +8,7 @@ use agentrl_env::code_fix::{apply_fixes, project_of};
 use agentrl_env::{CodeFix, EnvFactory, lookup};
 use serde_json::json;
 
-mod common;
-use common::contract::{
+use crate::common::contract::{
     assert_all_invalid, assert_disjoint_splits, assert_reference_solver, assert_same_tasks,
     require_bwrap, task_data, unparsable_call,
 };

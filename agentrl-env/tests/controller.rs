@@ -16,8 +16,9 @@ use agentrl_env::protocol::{
 use agentrl_env::{EnvFactory, lookup, run_solver_episode};
 use serde_json::{Value, json};
 
-mod common;
-use common::{assert_error, client, expert_sessions_at_once, hostile, loopback, raw, wait_until};
+use crate::common::{
+    assert_error, client, expert_sessions_at_once, hostile, loopback, raw, wait_until,
+};
 
 /// A worker: an arith-calc env server registered with the controller at `ctl`.
 struct TestWorker {

@@ -2,7 +2,7 @@
 //! bad rows skipped with their line or row, splits by column and by stable hash, and the
 //! generator envs (`math-reasoning`, `sql-analysis`, `knowledge-search`) playing user data.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -5,8 +5,7 @@ use agentrl_core::{Env, Message, Split, Task};
 use agentrl_env::lookup;
 use serde_json::json;
 
-mod common;
-use common::contract::{
+use crate::common::contract::{
     assert_disjoint_splits, assert_invalid, assert_reference_solver, assert_same_tasks,
     assert_seeds_differ, raw_call, task_data, unparsable_call,
 };

@@ -9,8 +9,7 @@ use agentrl_env::knowledge_search::{Corpus, KnowledgeSearch, Question, SEARCH_LI
 use agentrl_env::{EnvFactory, lookup, run_solver_episode};
 use agentrl_tools::Search;
 
-mod common;
-use common::contract::{
+use crate::common::contract::{
     assert_disjoint_splits, assert_invalid, assert_reference_solver, assert_same_tasks,
     assert_seeds_differ, raw_call, unparsable_call,
 };

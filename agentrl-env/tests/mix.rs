@@ -5,7 +5,7 @@ use agentrl_core::{Env, Split};
 use agentrl_env::{EnvFactory, EnvMix, lookup, run_solver_episode};
 
 #[cfg(feature = "protocol")]
-mod common;
+use crate::common;
 
 fn mix() -> EnvMix {
     EnvMix::new(vec![

@@ -9,8 +9,7 @@ use agentrl_env::negotiation::{Control, Move, Seat, Table, deal_of};
 use agentrl_env::{EnvFactory, Negotiation, lookup, run_solver_episode};
 use serde_json::json;
 
-mod common;
-use common::contract::{
+use crate::common::contract::{
     assert_all_invalid, assert_disjoint_splits, assert_same_tasks, task_data, unparsable_call,
 };
 

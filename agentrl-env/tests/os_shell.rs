@@ -11,8 +11,7 @@ use agentrl_env::{EnvFactory, OsShell, lookup};
 use agentrl_tools::SandboxConfig;
 use serde_json::json;
 
-mod common;
-use common::contract::{
+use crate::common::contract::{
     assert_all_invalid, assert_disjoint_splits, assert_reference_solver, assert_same_tasks,
     assert_seeds_differ, raw_call, require_bwrap, task_data, unparsable_call,
 };

@@ -15,8 +15,7 @@ use agentrl_env::{EnvFactory, Solver, TurnLimit, lookup, run_solver_episode};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-mod common;
-use common::{
+use crate::common::{
     assert_error, client, expert_sessions_at_once, hostile, loopback, raw_text, wait_until,
 };
 

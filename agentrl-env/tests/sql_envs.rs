@@ -9,8 +9,7 @@ use agentrl_env::sql_analysis::{SqlTask, Truth, check};
 use agentrl_env::{EnvFactory, SpreadsheetOps, SqlAnalysis, lookup};
 use serde_json::json;
 
-mod common;
-use common::contract::{
+use crate::common::contract::{
     assert_disjoint_splits, assert_invalid, assert_reference_solver, assert_same_tasks,
     assert_seeds_differ, raw_call, unparsable_call,
 };

@@ -6,8 +6,7 @@ use agentrl_env::web_shop::{Purchase, Store, reward, shop_of};
 use agentrl_env::{WebShop, lookup};
 use serde_json::{Value, json};
 
-mod common;
-use common::contract::{
+use crate::common::contract::{
     assert_all_invalid, assert_disjoint_splits, assert_invalid, assert_reference_solver,
     assert_same_tasks, assert_seeds_differ, task_data, unparsable_call,
 };

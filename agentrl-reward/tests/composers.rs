@@ -1,12 +1,10 @@
 //! The gate, clip, scale/offset and running-normalisation composers.
 
-mod common;
-
+use crate::common::{solved, trajectory, turn};
 use agentrl_core::{Outcome, RewardBreakdown, RewardFn, Trajectory};
 use agentrl_reward::{
     Clip, FormatReward, Gate, OutcomeReward, RunningNorm, ScaleOffset, ScoreReward, WeightedSum,
 };
-use common::{solved, trajectory, turn};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-6

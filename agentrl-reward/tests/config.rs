@@ -1,13 +1,11 @@
 //! Parsing reward configs from TOML, validating them and building reward functions.
 
-mod common;
-
+use crate::common::{solved, trajectory, turn};
 use agentrl_core::Error;
 use agentrl_reward::{
     FormatReward, IncompletePunishment, LengthPenalty, OutcomeReward, RewardConfig,
     WeightedSumConfig, WeightedTermConfig,
 };
-use common::{solved, trajectory, turn};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

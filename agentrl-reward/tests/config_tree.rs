@@ -1,14 +1,12 @@
 //! The `[reward]` tree: every new type and composer in TOML, validation errors with their path,
 //! and round trips.
 
-mod common;
-
+use crate::common::{solved, trajectory, turn};
 use agentrl_core::{Error, Outcome};
 use agentrl_reward::{
     ExecutionConfig, FormatReward, GateConfig, LlmJudgeConfig, OutcomeReward, RewardConfig,
     ScoreReward, TurnShaping,
 };
-use common::{solved, trajectory, turn};
 use serde::{Deserialize, Serialize};
 
 #[derive(Deserialize, Serialize)]

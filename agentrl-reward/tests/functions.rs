@@ -1,17 +1,15 @@
 //! The score, efficiency, tool-format, length, shaping and execution rewards on hand-built
 //! trajectories.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common::{solved, trajectory, turn};
 use agentrl_core::{Message, Outcome, RewardFn, ToolCall, Trajectory};
 use agentrl_reward::{
     CommandCheck, Efficiency, EfficiencyMeasure, Execution, ExecutionCheck, Length, LengthUnit,
     SandboxCheck, ScoreReward, ToolFormat, TurnShaping,
 };
 use async_trait::async_trait;
-use common::{solved, trajectory, turn};
 
 async fn total(f: &dyn RewardFn, t: &Trajectory) -> f64 {
     f.score(t).await.unwrap().total

@@ -1,16 +1,14 @@
 //! The LLM judge over scripted backends: grading, fallbacks, cache, concurrency and time-outs.
 //! (The trainer's tests run it against a real tch policy.)
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::common::{solved, trajectory, turn};
 use agentrl_core::{Error, Outcome, Result, RewardFn, Trajectory};
 use agentrl_reward::{JudgeBackend, JudgeSettings, LlmJudge, RewardConfig, RewardContext};
 use async_trait::async_trait;
-use common::{solved, trajectory, turn};
 
 /// Answers with a fixed text after a delay, counting calls and the most calls in flight.
 struct Scripted {

@@ -1,13 +1,11 @@
 //! Every reward function and the weighted composer on hand-built trajectories.
 
-mod common;
-
+use crate::common::{solved, trajectory, turn};
 use agentrl_core::{Error, Outcome, RewardBreakdown, RewardFn, Trajectory};
 use agentrl_reward::{
     FormatReward, IncompletePunishment, LengthPenalty, OutcomeReward, WeightedSum, apply,
 };
 use async_trait::async_trait;
-use common::{solved, trajectory, turn};
 
 async fn score(f: &dyn RewardFn, t: &Trajectory) -> RewardBreakdown {
     f.score(t).await.unwrap()

@@ -1,14 +1,12 @@
 //! Reward state for checkpoints: a tree's `RewardFn::state` restored into a fresh build of
 //! the same config continues bit for bit; states that do not fit are errors saying where.
 
-mod common;
-
+use crate::common::{solved, turn};
 use agentrl_core::{Error, RewardFn, Trajectory, Turn};
 use agentrl_reward::{
     Clip, FormatReward, Gate, OutcomeReward, RewardConfig, RunningNorm, RunningStats, ScaleOffset,
     ScoreReward, WeightedSum,
 };
-use common::{solved, turn};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
