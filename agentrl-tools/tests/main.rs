@@ -3,7 +3,8 @@
 //! One binary for all of them, each file a module: building and linking one binary per file
 //! (44 in agentrl-core, -env, -reward and -tools) took 52 s of `cargo xtask test`'s build on
 //! 2 cores; one per crate, 9 s. These crates do not link libtorch, whose global random generator
-//! would otherwise be shared between files. One file's tests:
+//! would otherwise be shared between files. A new test file needs its `mod` line below
+//! (`cargo xtask test` fails without it). One file's tests:
 //! `cargo test -p agentrl-tools --test integration FILE::`.
 
 #[cfg(feature = "web")]

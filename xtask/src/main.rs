@@ -13,6 +13,7 @@ mod manifest;
 mod parity;
 mod procs;
 mod soak;
+mod test_modules;
 mod venv;
 mod vs_trl;
 
@@ -226,7 +227,7 @@ fn cmd_setup(args: &[OsString]) -> Result<()> {
 }
 
 /// `cargo xtask test`: setup, the tch-free dependency check, the import-circle check, the
-/// workspace tests, then (for a full run, without arguments) the API docs with rustdoc's
+/// check that every test file is built, the workspace tests, then (for a full run, without arguments) the API docs with rustdoc's
 /// warnings as errors.
 fn cmd_test(args: &[OsString]) -> Result<()> {
     let root = repo_root()?;
@@ -236,6 +237,7 @@ fn cmd_test(args: &[OsString]) -> Result<()> {
     section("check: the demo build has no ICU4X");
     dep_checks::check_demo_dependencies(&root)?;
     cycles::check(&root)?;
+    test_modules::check(&root)?;
     section("cargo test --workspace");
     let mut cmd = cargo(&root, libtorch.as_deref());
     cmd.args(["test", "--workspace"]).args(args);
