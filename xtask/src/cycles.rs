@@ -27,7 +27,20 @@ use crate::manifest::workspace_members;
 use crate::{Failure, Result, section};
 
 use self::levels::package_circles;
+use self::lex::tokenize;
+use self::scan::scan;
 use self::tree::Package;
+
+/// The `mod name;` declarations (modules in files of their own) at the top level of the Rust
+/// file `source`, read with the same lexer and scanner as the circle check (comments, strings,
+/// attributes and inline `mod name { … }` blocks are told apart; `#[cfg(test)]` items skipped).
+pub fn declared_file_modules(source: &str) -> Vec<String> {
+    scan(&tokenize(source))
+        .into_iter()
+        .next()
+        .map(|file| file.declared)
+        .unwrap_or_default()
+}
 
 /// `cargo xtask cycles`: checks every workspace member; fails when a circle is found.
 pub fn check(root: &Path) -> Result<()> {

@@ -5,6 +5,7 @@
 use std::fs;
 use std::path::Path;
 
+use crate::cycles::declared_file_modules;
 use crate::manifest::workspace_members;
 use crate::{Failure, Result, section};
 
@@ -19,7 +20,7 @@ pub fn check(root: &Path) -> Result<()> {
         let Ok(main_text) = fs::read_to_string(&main) else {
             continue;
         };
-        let declared = declared_modules(&main_text);
+        let declared = declared_file_modules(&main_text);
         let entries = fs::read_dir(&tests)
             .map_err(|e| Failure::new(format!("reading {}: {e}", tests.display())))?;
         let mut files: Vec<String> = entries
@@ -48,29 +49,13 @@ pub fn check(root: &Path) -> Result<()> {
     }
 }
 
-/// The names of the file modules `source` declares (`mod name;`, after any attributes on the
-/// same line or the lines before; inline `mod name { … }` blocks are not files).
-fn declared_modules(source: &str) -> Vec<String> {
-    source
-        .lines()
-        .map(str::trim)
-        .filter_map(|line| {
-            line.strip_prefix("pub ")
-                .unwrap_or(line)
-                .strip_prefix("mod ")
-        })
-        .filter_map(|rest| rest.strip_suffix(';'))
-        .map(|name| name.trim().to_string())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::declared_modules;
+    use crate::cycles::declared_file_modules;
 
     #[test]
     fn file_modules_are_read_with_or_without_attributes_and_inline_blocks_are_not() {
         let main = "//! doc\nmod common;\n\n#[cfg(feature = \"web\")]\nmod browser;\npub mod cli;\nmod inline {\n}\n// mod commented;\n";
-        assert_eq!(declared_modules(main), ["common", "browser", "cli"]);
+        assert_eq!(declared_file_modules(main), ["common", "browser", "cli"]);
     }
 }
